@@ -1,0 +1,217 @@
+/**
+ * Matrices and cells. A matrix is a workload plus lists of parameter values; its expansion is a
+ * pure function (cartesian product, minus `exclude`, plus `include`) whose size is checked before
+ * a single cell is built, so a typo cannot enqueue a million runs.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { FsbenchError } from './errors.js';
+import { defaultValue, describeAllowed, formatParam, parseParam, type ParamValue } from './params.js';
+import { WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads/index.js';
+
+/** Most cells one matrix may expand to. */
+export const MAX_CELLS = 10_000;
+/** Most runs (cells x (warmup + repetitions)) one matrix may ask for. */
+export const MAX_RUNS = 100_000;
+
+const RawValue = z.union([z.number(), z.string().max(4096), z.boolean(), z.array(z.string().max(256)).max(64)]);
+const RawAssignment = z.record(z.string().max(64), RawValue);
+
+export const Placement = z.union([
+  z.literal('any'),
+  z.literal('all'),
+  z.object({ labels: z.array(z.string().min(1).max(64)).min(1).max(32) }).strict(),
+]);
+export type Placement = z.infer<typeof Placement>;
+
+export const Matrix = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'must be 1-100 letters, digits, dots, dashes or underscores'),
+    description: z.string().max(4000).optional(),
+    workload: z.enum(WORKLOAD_NAMES),
+    /** Measured runs per cell. */
+    repetitions: z.number().int().min(1).max(1000).default(5),
+    /** Runs per cell made and thrown away before the measured ones (cold caches, JIT, page faults). */
+    warmup: z.number().int().min(0).max(100).default(1),
+    /** Parameter name -> list of values (a single value counts as a list of one). */
+    params: z.record(z.string().max(64), z.union([RawValue, z.array(RawValue).min(1).max(1000)])).default({}),
+    /** Extra cells: each entry sets some parameters; the rest take their first listed value, else the default. */
+    include: z.array(RawAssignment).max(1000).default([]),
+    /** Cells to drop: a cell matching every key of an entry is removed. */
+    exclude: z.array(RawAssignment).max(1000).default([]),
+    /** Where the runs go when a coordinator dispatches them. */
+    placement: Placement.default('any'),
+  })
+  .strict();
+export type Matrix = z.infer<typeof Matrix>;
+export type MatrixInput = z.input<typeof Matrix>;
+
+export const CellParams = z.record(z.string(), z.union([z.number(), z.string(), z.boolean()]));
+export type CellParams = z.infer<typeof CellParams>;
+
+/** A deterministic id: the same workload and values give the same id on every machine. */
+export function cellId(workload: WorkloadName, params: Readonly<CellParams>): string {
+  const canonical = JSON.stringify([workload, Object.keys(params).sort().map((k) => [k, params[k]])]);
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 12);
+}
+
+export const Cell = z
+  .object({
+    id: z.string().regex(/^[0-9a-f]{12}$/),
+    workload: z.enum(WORKLOAD_NAMES),
+    params: CellParams,
+  })
+  .strict()
+  .superRefine((cell, ctx) => {
+    const specs = WORKLOADS[cell.workload].params;
+    for (const [name, spec] of Object.entries(specs)) {
+      const value = cell.params[name];
+      const r = value === undefined ? { ok: false as const, reason: 'is missing' } : parseParam(spec, value);
+      if (!r.ok) ctx.addIssue({ code: 'custom', path: ['params', name], message: `${name} ${r.reason}` });
+    }
+    for (const name of Object.keys(cell.params)) {
+      if (!(name in specs)) ctx.addIssue({ code: 'custom', path: ['params', name], message: `unknown parameter ${name}` });
+    }
+    if (cell.id !== cellId(cell.workload, cell.params)) {
+      ctx.addIssue({ code: 'custom', path: ['id'], message: 'does not match the workload and parameters' });
+    }
+  });
+export type Cell = z.infer<typeof Cell>;
+
+type Issue = { path: string; message: string };
+
+/** Parses every value of one parameter list, collecting a message per bad value. */
+function parseValues(workload: WorkloadName, name: string, raws: readonly unknown[], path: string, issues: Issue[]): ParamValue[] {
+  const specs = WORKLOADS[workload].params;
+  const spec = specs[name];
+  if (!spec) {
+    issues.push({
+      path,
+      message: `unknown parameter '${name}' for workload ${workload} (known: ${Object.keys(specs).join(', ')})`,
+    });
+    return [];
+  }
+  const values: ParamValue[] = [];
+  raws.forEach((raw, i) => {
+    const r = parseParam(spec, raw);
+    const at = raws.length > 1 || path.startsWith('params') ? `${path}[${i}]` : path;
+    if (r.ok) {
+      if (!values.includes(r.value)) values.push(r.value);
+    } else {
+      issues.push({ path: at, message: `${name} = ${JSON.stringify(raw)} ${r.reason} (allowed: ${describeAllowed(spec)})` });
+    }
+  });
+  return values;
+}
+
+function parseAssignments(workload: WorkloadName, entries: readonly Record<string, unknown>[], key: string, issues: Issue[]) {
+  return entries.map((entry, i) => {
+    const out: Record<string, ParamValue> = {};
+    for (const [name, raw] of Object.entries(entry)) {
+      const [value] = parseValues(workload, name, [raw], `${key}[${i}].${name}`, issues);
+      if (value !== undefined) out[name] = value;
+    }
+    return out;
+  });
+}
+
+function matches(params: Readonly<CellParams>, partial: Readonly<Record<string, ParamValue>>): boolean {
+  return Object.entries(partial).every(([k, v]) => params[k] === v);
+}
+
+function throwIfIssues(issues: readonly Issue[]): void {
+  if (issues.length === 0) return;
+  const lines = issues.map((i) => `${i.path}: ${i.message}`);
+  throw new FsbenchError('MATRIX_INVALID', `invalid matrix:\n  ${lines.join('\n  ')}`, issues);
+}
+
+/** Validates raw input (parsed YAML/JSON) as a matrix, with one message per bad field. */
+export function parseMatrix(input: unknown): Matrix {
+  const r = Matrix.safeParse(input);
+  if (!r.success) {
+    throwIfIssues(r.error.issues.map((i) => ({ path: i.path.join('.') || '(matrix)', message: i.message })));
+  }
+  return r.data as Matrix;
+}
+
+/**
+ * Expands a matrix into its cells: the cartesian product of the listed values (the first
+ * parameter varies slowest), every other parameter at its default; minus the cells that match
+ * an `exclude` entry; plus one cell per `include` entry not already present. Throws
+ * MATRIX_INVALID naming each bad value, or MATRIX_TOO_LARGE before building anything.
+ */
+export function expandMatrix(matrix: Matrix): Cell[] {
+  const { workload } = matrix;
+  const specs = WORKLOADS[workload].params;
+  const issues: Issue[] = [];
+  // A list is always a list of values; a list-kind value is a comma-joined string or a nested list.
+  const axes = Object.entries(matrix.params).map(([name, raw]) => {
+    const raws: readonly unknown[] = Array.isArray(raw) ? raw : [raw];
+    return { name, values: parseValues(workload, name, raws, `params.${name}`, issues) };
+  });
+  const include = parseAssignments(workload, matrix.include, 'include', issues);
+  const exclude = parseAssignments(workload, matrix.exclude, 'exclude', issues);
+  throwIfIssues(issues);
+
+  const product = axes.reduce((n, a) => n * a.values.length, 1);
+  const total = product + include.length;
+  if (total > MAX_CELLS) {
+    const shape = axes.map((a) => `${a.values.length} ${a.name}`).join(' x ');
+    throw new FsbenchError(
+      'MATRIX_TOO_LARGE',
+      `the matrix expands to ${total} cells (${shape}), more than the limit of ${MAX_CELLS}: list fewer values or split it`,
+    );
+  }
+  const runs = total * (matrix.repetitions + matrix.warmup);
+  if (runs > MAX_RUNS) {
+    throw new FsbenchError(
+      'MATRIX_TOO_LARGE',
+      `the matrix asks for ${runs} runs (${total} cells x ${matrix.warmup + matrix.repetitions} runs each), more than the limit of ${MAX_RUNS}`,
+    );
+  }
+
+  const base: CellParams = {};
+  for (const [name, spec] of Object.entries(specs)) base[name] = defaultValue(spec);
+  const firstListed: CellParams = { ...base };
+  for (const a of axes) if (a.values[0] !== undefined) firstListed[a.name] = a.values[0];
+
+  let combos: CellParams[] = [{ ...base }];
+  for (const axis of axes) {
+    combos = combos.flatMap((c) => axis.values.map((v) => ({ ...c, [axis.name]: v })));
+  }
+  combos = combos.filter((c) => !exclude.some((e) => matches(c, e)));
+  combos.push(...include.map((inc) => ({ ...firstListed, ...inc })));
+
+  const cells: Cell[] = [];
+  const seen = new Set<string>();
+  for (const params of combos) {
+    const id = cellId(workload, params);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    cells.push({ id, workload, params });
+  }
+  return cells;
+}
+
+/**
+ * `bufferBytes=8MiB writers=128`: the parameters that vary across a matrix, in their units; for
+ * a single cell, the ones that differ from their defaults.
+ */
+export function describeCell(cell: Cell, varying: readonly string[]): string {
+  const specs = WORKLOADS[cell.workload].params;
+  const names =
+    varying.length > 0
+      ? varying
+      : Object.entries(specs).filter(([n, spec]) => cell.params[n] !== defaultValue(spec)).map(([n]) => n);
+  if (names.length === 0) return '(defaults)';
+  return names.map((n) => `${n}=${formatParam(specs[n], cell.params[n] ?? '')}`).join(' ');
+}
+
+/** Names of the parameters whose value differs between cells. */
+export function varyingParams(cells: readonly Cell[]): string[] {
+  const first = cells[0];
+  if (!first) return [];
+  return Object.keys(first.params).filter((k) => cells.some((c) => c.params[k] !== first.params[k]));
+}

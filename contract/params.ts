@@ -1,0 +1,154 @@
+/**
+ * Parameter specifications: the one place where each matrix parameter's type, range, default
+ * and documentation live. Validation messages, the README's parameter tables
+ * (`fsbench params --md`) and the coordinator's checks are all derived from these.
+ */
+import { formatDuration, formatSize, parseDuration, parseSize } from './units.js';
+
+/** A parameter's canonical value inside a cell: bytes, milliseconds, integers, enum strings. */
+export type ParamValue = number | string | boolean;
+
+interface BaseSpec {
+  /** One sentence for users: what it changes and why they would sweep it. */
+  readonly doc: string;
+  /** Extra rule beyond the range, returning why a value is refused. */
+  readonly check?: (value: ParamValue) => string | undefined;
+}
+
+export interface NumberSpec extends BaseSpec {
+  readonly kind: 'integer' | 'size' | 'duration';
+  readonly default: number | string;
+  readonly min: number;
+  readonly max: number;
+  /** Words accepted besides numbers, e.g. `system` for "leave the kernel's value alone". */
+  readonly keywords?: readonly string[];
+  /** Why values below `min` are refused, when there is a better reason than "the range". */
+  readonly minReason?: string;
+}
+
+export interface EnumSpec extends BaseSpec {
+  readonly kind: 'enum';
+  readonly default: string;
+  readonly values: readonly string[];
+}
+
+export interface BooleanSpec extends BaseSpec {
+  readonly kind: 'boolean';
+  readonly default: boolean;
+}
+
+export interface TextSpec extends BaseSpec {
+  readonly kind: 'text';
+  readonly default: string;
+  /** What a valid value looks like, for messages and docs. */
+  readonly allowed: string;
+  readonly maxLength: number;
+}
+
+export interface ListSpec extends BaseSpec {
+  /** A list of words, each one of `values`; a cell holds it as a comma-joined string. */
+  readonly kind: 'list';
+  readonly default: string;
+  readonly values: readonly string[];
+}
+
+export type ParamSpec = NumberSpec | EnumSpec | BooleanSpec | TextSpec | ListSpec;
+export type ParamSpecs = Readonly<Record<string, ParamSpec>>;
+
+export type ParamParse = { ok: true; value: ParamValue } | { ok: false; reason: string };
+
+function formatNumber(spec: NumberSpec, n: number): string {
+  if (spec.kind === 'size') return formatSize(n);
+  if (spec.kind === 'duration') return formatDuration(n);
+  return String(n);
+}
+
+/** Human description of what a parameter accepts, used in errors and docs. */
+export function describeAllowed(spec: ParamSpec): string {
+  switch (spec.kind) {
+    case 'integer':
+    case 'size':
+    case 'duration': {
+      const what = spec.kind === 'integer' ? 'an integer' : spec.kind === 'size' ? 'a size' : 'a duration';
+      const range = `${what} from ${formatNumber(spec, spec.min)} to ${formatNumber(spec, spec.max)}`;
+      const words = spec.keywords?.map((k) => `'${k}'`).join(' or ');
+      return words ? `${range}, or ${words}` : range;
+    }
+    case 'enum':
+      return `one of ${spec.values.join(', ')}`;
+    case 'boolean':
+      return 'true or false';
+    case 'text':
+      return spec.allowed;
+    case 'list':
+      return `a list of ${spec.values.join(', ')} (or 'none')`;
+  }
+}
+
+/** How a value is shown back to users: sizes and durations in their units. */
+export function formatParam(spec: ParamSpec | undefined, value: ParamValue): string {
+  if (spec && typeof value === 'number' && (spec.kind === 'size' || spec.kind === 'duration' || spec.kind === 'integer')) {
+    return formatNumber(spec, value);
+  }
+  return String(value);
+}
+
+function parseNumber(spec: NumberSpec, raw: unknown): ParamParse {
+  if (typeof raw === 'string' && spec.keywords?.includes(raw)) return { ok: true, value: raw };
+  let value: number;
+  if (spec.kind === 'integer') {
+    if (typeof raw !== 'number' || !Number.isInteger(raw)) return { ok: false, reason: 'is not an integer' };
+    value = raw;
+  } else {
+    const r = spec.kind === 'size' ? parseSize(raw) : parseDuration(raw);
+    if (!r.ok) return r;
+    value = r.value;
+  }
+  if (value < spec.min) {
+    return { ok: false, reason: spec.minReason ?? `is below the minimum ${formatNumber(spec, spec.min)}` };
+  }
+  if (value > spec.max) return { ok: false, reason: `is above the maximum ${formatNumber(spec, spec.max)}` };
+  return { ok: true, value };
+}
+
+function parseRaw(spec: ParamSpec, raw: unknown): ParamParse {
+  switch (spec.kind) {
+    case 'integer':
+    case 'size':
+    case 'duration':
+      return parseNumber(spec, raw);
+    case 'enum':
+      return typeof raw === 'string' && spec.values.includes(raw)
+        ? { ok: true, value: raw }
+        : { ok: false, reason: 'is not an allowed value' };
+    case 'boolean':
+      return typeof raw === 'boolean' ? { ok: true, value: raw } : { ok: false, reason: 'is not true or false' };
+    case 'text':
+      if (typeof raw !== 'string' || raw.length === 0) return { ok: false, reason: 'is not a non-empty string' };
+      if (raw.length > spec.maxLength) return { ok: false, reason: `is longer than ${spec.maxLength} characters` };
+      return { ok: true, value: raw };
+    case 'list': {
+      const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : undefined;
+      if (!items) return { ok: false, reason: 'is not a list of words' };
+      const words = items.map((w) => (typeof w === 'string' ? w.trim() : '')).filter((w) => w !== '' && w !== 'none');
+      const bad = words.find((w) => !spec.values.includes(w));
+      if (bad !== undefined) return { ok: false, reason: `contains '${bad}', which is not allowed` };
+      return { ok: true, value: [...new Set(words)].join(',') };
+    }
+  }
+}
+
+/** Parses one raw value (from YAML, JSON or a CLI flag) into its canonical cell value. */
+export function parseParam(spec: ParamSpec, raw: unknown): ParamParse {
+  const r = parseRaw(spec, raw);
+  if (!r.ok) return r;
+  const extra = spec.check?.(r.value);
+  return extra === undefined ? r : { ok: false, reason: extra };
+}
+
+/** A spec's default in canonical form; specs are written so that their defaults parse. */
+export function defaultValue(spec: ParamSpec): ParamValue {
+  const r = parseRaw(spec, spec.default);
+  if (!r.ok) throw new Error(`parameter default ${JSON.stringify(spec.default)} ${r.reason}`);
+  return r.value;
+}

@@ -1,0 +1,69 @@
+/**
+ * One run of one cell, as written by `fsbench run --out` (one JSON line each), posted by agents
+ * and stored by the coordinator. A union keyed on `state`.
+ */
+import { z } from 'zod';
+import { ERROR_CODES, type ErrorCode } from './errors.js';
+import { CellParams } from './matrix.js';
+import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
+import { WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
+
+/**
+ * A log-linear latency histogram: `[lowNs, highNs, count]` per non-empty bucket. Buckets are
+ * self-describing, so histograms from many runs merge by summing counts per bucket, never by
+ * averaging percentiles.
+ */
+export const Histogram = z
+  .object({
+    unit: z.literal('ns'),
+    buckets: z.array(z.tuple([z.number().nonnegative(), z.number().nonnegative(), z.number().int().positive()])).max(4096),
+  })
+  .strict();
+export type Histogram = z.infer<typeof Histogram>;
+
+const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
+
+const RunBase = z.object({
+  /** Which matrix the run belongs to (its name locally, its id on a coordinator). */
+  matrix: z.string(),
+  cellId: z.string().regex(/^[0-9a-f]{12}$/),
+  workload: z.enum(WORKLOAD_NAMES),
+  /** 0-based measured repetition; warmup runs are never written. */
+  repetition: z.number().int().nonnegative(),
+  params: CellParams,
+  startedAt: z.iso.datetime(),
+  finishedAt: z.iso.datetime(),
+  fingerprint: MachineFingerprint,
+  /** The kernel limits the run actually ran under, when the workload depends on them. */
+  limits: InotifyLimits.nullable(),
+});
+
+export const OkRun = RunBase.extend({
+  state: z.literal('ok'),
+  metrics: z.record(z.string(), z.number().nullable()),
+  histograms: z.record(z.string(), Histogram).default({}),
+  /** Facts about how the run was made that are not numbers to aggregate (fs geometry, cache state). */
+  info: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])).default({}),
+}).strict();
+
+export const FailedRun = RunBase.extend({
+  state: z.literal('failed'),
+  error: z.object({ code: z.enum(errorCodes), message: z.string() }).strict(),
+}).strict();
+
+export const SkippedRun = RunBase.extend({
+  state: z.literal('skipped'),
+  reason: z.string(),
+}).strict();
+
+export const RunResult = z.discriminatedUnion('state', [OkRun, FailedRun, SkippedRun]).superRefine((run, ctx) => {
+  if (run.state !== 'ok') return;
+  const r = WORKLOADS[run.workload].metrics.safeParse(run.metrics);
+  if (!r.success) {
+    for (const issue of r.error.issues) {
+      ctx.addIssue({ code: 'custom', path: ['metrics', ...issue.path.map(String)], message: issue.message });
+    }
+  }
+});
+export type RunResult = z.infer<typeof RunResult>;
+export type OkRun = z.infer<typeof OkRun>;

@@ -1,0 +1,13 @@
+/**
+ * A workload that measures nothing: it exists to exercise dispatch, storage and aggregation
+ * (tests, `npm run bench:dispatch`) without touching the kernel.
+ */
+import { z } from 'zod';
+import type { ParamSpecs } from '../params.js';
+
+export const noopParams = {
+  sleep: { kind: 'duration', min: 0, max: 60_000, default: 0, doc: 'How long each run waits before it reports.' },
+  value: { kind: 'integer', min: 0, max: 1_000_000_000, default: 1, doc: 'The number the run reports as its `value` metric.' },
+} as const satisfies ParamSpecs;
+
+export const NoopMetrics = z.object({ value: z.number(), elapsedMs: z.number().nonnegative() }).strict();
