@@ -1,0 +1,144 @@
+/** Commands that need no server: `run`, `params`, `settings`. */
+import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { Command, Option } from 'commander';
+import { FsbenchError } from '../contract/errors.js';
+import { expandMatrix } from '../contract/matrix.js';
+import { parseMatrixText } from '../contract/matrix-text.js';
+import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
+import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
+import type { RunResult } from '../contract/result.js';
+import { buildReport } from '../results/report.js';
+import { FORMAT_NAMES, FORMATS, type FormatName } from '../results/formats/index.js';
+import { collectFingerprint } from '../runner/fingerprint.js';
+import { runMatrixLocally } from '../runner/local.js';
+import { nativeProgram } from '../runner/native.js';
+import { loadSettings, settingsMarkdown } from '../settings/index.js';
+import { progressPrinter } from './progress.js';
+
+export async function readMatrixFile(file: string) {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read matrix file ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return parseMatrixText(text, file);
+}
+
+/** Appends each run as one JSON line, fsynced at the end so an interrupted run keeps its lines. */
+function jsonlWriter(file: string | undefined) {
+  if (file === undefined) return { write: () => undefined, close: () => undefined };
+  let fd: number;
+  try {
+    fd = openSync(file, 'w');
+  } catch (err) {
+    throw new FsbenchError('CONFIG_INVALID', `cannot write --out ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return {
+    write: (run: RunResult) => {
+      writeSync(fd, `${JSON.stringify(run)}\n`);
+    },
+    close: () => {
+      fsyncSync(fd);
+      closeSync(fd);
+    },
+  };
+}
+
+type RunFlags = {
+  out?: string;
+  format: FormatName;
+  scratch?: string;
+  machine?: string;
+  labels?: string;
+  progress: boolean;
+};
+
+async function runCommand(file: string, flags: RunFlags): Promise<void> {
+  const settings = loadSettings(['scratch', 'machine', 'labels'], flags);
+  const matrix = await readMatrixFile(file);
+  const cells = expandMatrix(matrix);
+  // A missing native build is reported before any run starts, not as N failed runs.
+  if (matrix.workload === 'inotify') nativeProgram('probe');
+  if (matrix.workload === 'metadata') nativeProgram('metadata');
+  const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels });
+  const out = jsonlWriter(flags.out);
+
+  const controller = new AbortController();
+  const stop = (signal: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      process.stderr.write(`\nfsbench: ${signal} again: still restoring limits and removing files, please wait\n`);
+      return;
+    }
+    process.stderr.write(`\nfsbench: ${signal}: stopping after cleanup; results so far are kept\n`);
+    controller.abort();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  const progress = progressPrinter();
+  let runs: RunResult[] = [];
+  try {
+    process.stderr.write(`fsbench: ${matrix.name}: ${cells.length} cells x ${matrix.warmup} warmup + ${matrix.repetitions} runs on ${fingerprint.machine}\n`);
+    runs = await runMatrixLocally({
+      matrix,
+      cells,
+      scratchDir: settings.scratch,
+      fingerprint,
+      signal: controller.signal,
+      onResult: (run) => {
+        out.write(run);
+      },
+      ...(flags.progress ? { onProgress: progress.update } : {}),
+      log: (line) => process.stderr.write(`fsbench: ${line}\n`),
+    });
+  } finally {
+    progress.done();
+    out.close();
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
+  process.stdout.write(FORMATS[flags.format](buildReport(matrix.name, cells, runs)));
+  if (controller.signal.aborted) {
+    process.stderr.write(`fsbench: interrupted: ${runs.length} runs kept${flags.out ? ` in ${flags.out}` : ''}\n`);
+    process.exitCode = 130;
+  }
+}
+
+/** The parameter tables of every workload, as Markdown: the README embeds this output. */
+export function paramsMarkdown(): string {
+  return WORKLOAD_NAMES.map((w) => {
+    const rows = Object.entries(WORKLOADS[w].params).map(
+      ([name, spec]) => `| \`${name}\` | \`${formatParam(spec, defaultValue(spec)) || 'none'}\` | ${describeAllowed(spec)} | ${spec.doc} |`,
+    );
+    return [`#### \`${w}\``, '', '| parameter | default | allowed | what it does |', '|---|---|---|---|', ...rows].join('\n');
+  }).join('\n\n') + '\n';
+}
+
+export function registerLocalCommands(program: Command): void {
+  program
+    .command('run')
+    .description('expand a matrix file (YAML or JSON) and run every cell on this machine')
+    .argument('<matrix>', 'matrix file')
+    .option('-o, --out <file.jsonl>', 'write every measured run as one JSON line (the file is overwritten)')
+    .addOption(new Option('-f, --format <format>', 'summary format on stdout').choices(FORMAT_NAMES).default('table'))
+    .option('--scratch <dir>', 'where runs create files and mounts (FSBENCH_SCRATCH)')
+    .option('--machine <name>', 'display name of this machine (FSBENCH_MACHINE)')
+    .option('--labels <a,b>', 'labels of this machine (FSBENCH_LABELS)')
+    .option('--no-progress', 'do not print progress on stderr')
+    .action(runCommand);
+
+  program
+    .command('params')
+    .description('list every workload parameter with its default and allowed values (Markdown)')
+    .action(() => {
+      process.stdout.write(paramsMarkdown());
+    });
+
+  program
+    .command('settings')
+    .description('list every setting (environment variable and flag) with its default (Markdown)')
+    .action(() => {
+      process.stdout.write(`${settingsMarkdown()}\n`);
+    });
+}

@@ -1,0 +1,75 @@
+/**
+ * Runs one repetition of one cell and always returns a RunResult: `skipped` for combinations
+ * the workload cannot measure, `failed` with a stable code when the run could not be measured,
+ * `ok` with metrics checked against the workload's metric schema. The local CLI and the agent
+ * both call this and nothing else.
+ */
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { FsbenchError, toFsbenchError } from '../contract/errors.js';
+import type { Cell } from '../contract/matrix.js';
+import { RunResult } from '../contract/result.js';
+import { WORKLOADS } from '../contract/workloads/index.js';
+import type { RunContext, WorkloadRunner } from './workload.js';
+import { RUNNERS } from './workloads.js';
+
+export interface RunRequest {
+  /** The matrix's name (locally) or id (on a coordinator). */
+  readonly matrix: string;
+  readonly cell: Cell;
+  readonly repetition: number;
+  readonly fingerprint: MachineFingerprint;
+}
+
+/** Cells with container parameters run in a sandbox container; the rest in this process. */
+function runnerFor(cell: Cell, ctx: RunContext): WorkloadRunner {
+  const storage = cell.params['container.storage'];
+  if (storage === undefined || storage === 'none') return RUNNERS[cell.workload];
+  if (!ctx.sandbox) {
+    throw new FsbenchError(
+      'SANDBOX_UNAVAILABLE',
+      `container.storage: ${String(storage)} needs an fsbench agent that can reach the Docker engine (/var/run/docker.sock); this process cannot`,
+    );
+  }
+  return ctx.sandbox;
+}
+
+export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResult> {
+  const { cell } = req;
+  const startedAt = new Date().toISOString();
+  const base = {
+    matrix: req.matrix,
+    cellId: cell.id,
+    workload: cell.workload,
+    repetition: req.repetition,
+    params: cell.params,
+    startedAt,
+    fingerprint: req.fingerprint,
+  };
+  const reason = WORKLOADS[cell.workload].skipReason(cell.params);
+  if (reason !== undefined) {
+    return RunResult.parse({ ...base, finishedAt: startedAt, limits: null, state: 'skipped', reason });
+  }
+  try {
+    const outcome = await runnerFor(cell, ctx).run(cell, ctx);
+    const metrics = WORKLOADS[cell.workload].metrics.parse(outcome.metrics);
+    return RunResult.parse({
+      ...base,
+      fingerprint: { ...req.fingerprint, targetFs: outcome.targetFs },
+      finishedAt: new Date().toISOString(),
+      limits: outcome.limits,
+      state: 'ok',
+      metrics,
+      histograms: outcome.histograms ?? {},
+      info: outcome.info ?? {},
+    });
+  } catch (err) {
+    const e = toFsbenchError(err, 'WORKLOAD_FAILED');
+    return RunResult.parse({
+      ...base,
+      finishedAt: new Date().toISOString(),
+      limits: null,
+      state: 'failed',
+      error: { code: e.code, message: e.message },
+    });
+  }
+}

@@ -1,0 +1,74 @@
+/** Helpers for tests that run cells on this machine, for real. */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expandMatrix, parseMatrix, type Cell } from '../../contract/matrix.js';
+import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import type { RunResult } from '../../contract/result.js';
+import { collectFingerprint } from '../../runner/fingerprint.js';
+import { Journal } from '../../runner/journal.js';
+import { runCell } from '../../runner/run-cell.js';
+import { PACKAGE_ROOT } from '../../runner/native.js';
+
+export const CLI = path.join(PACKAGE_ROOT, 'dist', 'cli', 'fsbench.js');
+
+export function cellOf(workload: 'inotify' | 'metadata' | 'noop', params: Record<string, unknown>): Cell {
+  const [cell] = expandMatrix(parseMatrix({ name: 't', workload, params }));
+  if (!cell) throw new Error('no cell');
+  return cell;
+}
+
+let fingerprint: MachineFingerprint | undefined;
+
+export async function runOnce(cell: Cell, scratchDir: string, signal = new AbortController().signal): Promise<RunResult> {
+  fingerprint ??= await collectFingerprint();
+  const journal = await Journal.open(path.join(scratchDir, 'journal'));
+  return runCell({ matrix: 't', cell, repetition: 0, fingerprint }, { scratchDir, journal, signal, log: () => undefined });
+}
+
+export function tempDir(prefix: string): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  return {
+    dir,
+    remove: () => {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function sysctl(name: string): string {
+  return readFileSync(`/proc/sys/fs/inotify/${name}`, 'utf8').trim();
+}
+
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/mounts', 'utf8').split('\n').filter((l) => l.split(' ')[1]?.startsWith(dir));
+}
+
+/** The compiled CLI (`npm test` compiles before it runs vitest). */
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+  if (!existsSync(CLI)) execFileSync('npx', ['tsc', '-p', PACKAGE_ROOT], { stdio: 'inherit' });
+  return spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+export async function waitFor(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    stdout += d;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    stderr += d;
+  });
+  return new Promise((resolve) => child.on('close', (code, signal) => {
+    resolve({ code, signal, stdout, stderr });
+  }));
+}

@@ -1,0 +1,70 @@
+/**
+ * The kernel's inotify limits a cell runs under. They are host-wide (per user namespace), so
+ * each change is journaled with its original value and restored by the run's teardown, also
+ * after a crash (by the next start's journal recovery).
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import type { InotifyLimits } from '../../contract/fingerprint.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { readInotifyLimits } from '../../runner/fingerprint.js';
+import type { Teardown } from '../../runner/journal.js';
+
+const SYSCTL: Readonly<Record<keyof InotifyLimits, string>> = {
+  maxQueuedEvents: '/proc/sys/fs/inotify/max_queued_events',
+  maxUserWatches: '/proc/sys/fs/inotify/max_user_watches',
+  maxUserInstances: '/proc/sys/fs/inotify/max_user_instances',
+};
+
+export interface LimitNeeds {
+  /** An exact queue length, or undefined to leave the system's value. */
+  readonly maxQueuedEvents: number | undefined;
+  /** Watches the run adds; the limit is raised when it is lower (never lowered). */
+  readonly watches: number;
+  /** inotify instances the run adds. */
+  readonly instances: number;
+}
+
+async function setLimit(teardown: Teardown, name: keyof InotifyLimits, value: number): Promise<void> {
+  const file = SYSCTL[name];
+  const original = await readFile(file, 'utf8');
+  await teardown.add({ kind: 'sysctl', path: file, original }, async () => {
+    try {
+      await writeFile(file, `${value}\n`);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const privilege = code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
+      throw new FsbenchError(
+        privilege ? 'PRIVILEGE_MISSING' : 'LIMIT_WRITE_FAILED',
+        privilege
+          ? `setting ${file} to ${value} needs root with a writable /proc/sys (in a container: security_opt systempaths=unconfined); ` +
+            'the cell was not measured rather than measured under a different limit'
+          : `could not write ${value} to ${file}: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+  });
+}
+
+/**
+ * Applies what a run needs and returns the limits actually in force, read back from the
+ * kernel. Raised user limits leave headroom, because other watchers of the same user count too.
+ */
+export async function applyLimits(teardown: Teardown, needs: LimitNeeds): Promise<InotifyLimits> {
+  const now = await readInotifyLimits();
+  if (needs.maxQueuedEvents !== undefined && now.maxQueuedEvents !== needs.maxQueuedEvents) {
+    await setLimit(teardown, 'maxQueuedEvents', needs.maxQueuedEvents);
+  }
+  if (now.maxUserWatches < needs.watches + 8192) {
+    await setLimit(teardown, 'maxUserWatches', needs.watches + 8192);
+  }
+  if (now.maxUserInstances < needs.instances + 16) {
+    await setLimit(teardown, 'maxUserInstances', needs.instances + 128);
+  }
+  const actual = await readInotifyLimits();
+  if (needs.maxQueuedEvents !== undefined && actual.maxQueuedEvents !== needs.maxQueuedEvents) {
+    throw new FsbenchError(
+      'LIMIT_WRITE_FAILED',
+      `max_queued_events reads ${actual.maxQueuedEvents} after writing ${needs.maxQueuedEvents}; refusing to measure under a different limit`,
+    );
+  }
+  return actual;
+}

@@ -1,0 +1,151 @@
+/**
+ * Drives the native probe (native/probe.c): its command line, its process, and its output,
+ * which is parsed through `ProbeOutput` rather than trusted.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { z } from 'zod';
+import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
+import { nativeProgram } from '../../runner/native.js';
+
+const n = z.number().int().nonnegative();
+const ns = n.nullable();
+
+export const ProbeOutput = z.object({
+  writes: n,
+  markerWrites: n,
+  records: n,
+  events: n,
+  markerEvents: n,
+  overflows: n,
+  reads: n,
+  bytesRead: n,
+  maxRecordsPerRead: n,
+  writeNs: n,
+  elapsedNs: n,
+  drainNs: n,
+  drainTimedOut: z.union([z.literal(0), z.literal(1)]),
+  firstEventNs: ns,
+  lastEventNs: ns,
+  reader: z.object({ userNs: n, sysNs: n, voluntaryCtxSwitches: n, involuntaryCtxSwitches: n }).strict(),
+  writers: z.object({ userNs: n, sysNs: n }).strict(),
+  latency: z.object({
+    samples: n,
+    p50Ns: ns,
+    p90Ns: ns,
+    p99Ns: ns,
+    maxNs: ns,
+    buckets: z.array(z.tuple([n, n, z.number().int().positive()])),
+  }),
+  maxRssBytes: n,
+  pinned: z.boolean(),
+  readerNice: z.number().int().nullable(),
+  readerCpu: z.number().int().nullable(),
+}).strict();
+export type ProbeOutput = z.infer<typeof ProbeOutput>;
+
+const ProbeError = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+const Ready = z.object({ ready: z.literal(true) });
+
+const PROBE_CODES: Readonly<Record<string, ErrorCode>> = {
+  PRIVILEGE_MISSING: 'PRIVILEGE_MISSING',
+  TARGET_UNUSABLE: 'TARGET_UNUSABLE',
+  LIMIT_REACHED: 'LIMIT_REACHED',
+  PIN_UNAVAILABLE: 'PROBE_FAILED',
+};
+
+export interface ProbeArgs {
+  readonly dir: string;
+  readonly files: number;
+  readonly writers: number;
+  readonly durationMs: number;
+  readonly writeBytes: number;
+  readonly bufferBytes: number;
+  readonly watch: 'files' | 'dir';
+  readonly mode: 'concurrent' | 'drain';
+  /** `full`: the measuring reader; `bare`: a minimal read loop (overhead benchmark); `none`: writers only. */
+  readonly reader: 'full' | 'bare' | 'none';
+  readonly pin: boolean;
+  readonly readerNice: number;
+  readonly drainTimeoutMs: number;
+  readonly sampleEvery: number;
+}
+
+export function probeArgv(a: ProbeArgs): string[] {
+  return [
+    'inotify',
+    ...['--dir', a.dir, '--files', String(a.files), '--writers', String(a.writers)],
+    ...['--duration-ms', String(a.durationMs), '--write-bytes', String(a.writeBytes)],
+    ...['--buffer-bytes', String(a.bufferBytes), '--watch', a.watch, '--mode', a.mode, '--reader', a.reader],
+    ...['--pin', a.pin ? '1' : '0', '--reader-nice', String(a.readerNice)],
+    ...['--drain-timeout-ms', String(a.drainTimeoutMs), '--sample-every', String(a.sampleEvery)],
+  ];
+}
+
+export interface ProbeHooks {
+  readonly signal: AbortSignal;
+  /**
+   * With `reader: none` the probe creates its files, says it is ready, and waits: `onReady` sets
+   * the watcher up, and the writers start when it resolves.
+   */
+  readonly onReady?: () => Promise<void>;
+}
+
+function parseLine(line: string): unknown {
+  try {
+    return JSON.parse(line) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs the probe to completion; a kill on abort makes it throw CANCELLED. */
+export async function runProbe(args: ProbeArgs, hooks: ProbeHooks): Promise<ProbeOutput> {
+  const child = spawn(nativeProgram('probe'), probeArgv(args), { stdio: ['pipe', 'pipe', 'pipe'] });
+  const kill = () => child.kill('SIGKILL');
+  hooks.signal.addEventListener('abort', kill, { once: true });
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => {
+    if (stderr.length < 8192) stderr += d;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      resolve({ code, signal });
+    });
+  });
+  let result: unknown;
+  try {
+    for await (const line of createInterface({ input: child.stdout })) {
+      const parsed = parseLine(line);
+      if (Ready.safeParse(parsed).success) {
+        try {
+          await hooks.onReady?.();
+        } catch (err) {
+          kill();
+          throw err;
+        }
+        child.stdin.end('go\n');
+      } else {
+        result = parsed;
+      }
+    }
+    const { code, signal } = await exited;
+    if (hooks.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
+    const error = ProbeError.safeParse(result);
+    if (error.success) {
+      throw new FsbenchError(PROBE_CODES[error.data.error.code] ?? 'PROBE_FAILED', error.data.error.message);
+    }
+    if (code !== 0) {
+      throw new FsbenchError('PROBE_FAILED', `the native probe ended with ${signal ?? `exit code ${code}`}: ${stderr.trim() || 'no message'}`);
+    }
+    const out = ProbeOutput.safeParse(result);
+    if (!out.success) {
+      throw new FsbenchError('PROBE_OUTPUT_INVALID', `the native probe printed unexpected output: ${z.prettifyError(out.error)}`);
+    }
+    return out.data;
+  } finally {
+    hooks.signal.removeEventListener('abort', kill);
+    if (child.exitCode === null && child.signalCode === null) kill();
+  }
+}

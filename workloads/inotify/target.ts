@@ -1,0 +1,58 @@
+/** The directory a run's files live in: a private tmpfs, or a fresh subdirectory of a path. */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { FsbenchError } from '../../contract/errors.js';
+import { filesystemType } from '../../runner/fingerprint.js';
+import type { Teardown } from '../../runner/journal.js';
+
+const exec = promisify(execFile);
+
+export interface Target {
+  readonly dir: string;
+  readonly fsType: string | null;
+}
+
+/** Creates the run directory; everything it creates is undone by the teardown. */
+export async function prepareTarget(
+  teardown: Teardown,
+  target: string,
+  scratchDir: string,
+  sizeBytes: number,
+): Promise<Target> {
+  const parent = target === 'tmpfs' ? scratchDir : target;
+  try {
+    if (!(await stat(parent)).isDirectory()) throw new Error('not a directory');
+  } catch (err) {
+    if (target === 'tmpfs') {
+      await mkdir(scratchDir, { recursive: true });
+    } else {
+      throw new FsbenchError('TARGET_UNUSABLE', `target ${target} is not an existing directory (${err instanceof Error ? err.message : String(err)})`);
+    }
+  }
+  const dir = path.join(parent, `fsbench-inotify-${randomUUID().slice(0, 8)}`);
+  await teardown.add({ kind: 'path', path: dir }, async () => {
+    try {
+      await mkdir(dir, { mode: 0o700 });
+    } catch (err) {
+      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  });
+  if (target === 'tmpfs') {
+    const size = Math.max(16 * 1024 ** 2, sizeBytes);
+    await teardown.add({ kind: 'mount', target: dir }, async () => {
+      try {
+        await exec('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'fsbench', dir]);
+      } catch (err) {
+        const stderr = err instanceof Error && 'stderr' in err ? String(err.stderr).trim() : String(err);
+        throw new FsbenchError(
+          /permission|not permitted|only root/i.test(stderr) ? 'PRIVILEGE_MISSING' : 'MOUNT_FAILED',
+          `mounting a private tmpfs needs CAP_SYS_ADMIN (run as root, or use target: /some/directory): ${stderr}`,
+        );
+      }
+    });
+  }
+  return { dir, fsType: filesystemType(dir) };
+}

@@ -1,0 +1,95 @@
+/**
+ * The watcher libraries users actually ship, watching the same native writers as the raw
+ * reader: @parcel/watcher (batches and coalesces by design) and Node's fs.watch (libuv drops
+ * IN_Q_OVERFLOW silently). What they deliver is counted; what they hide is reported as hidden.
+ */
+import { watch as fsWatch, type FSWatcher } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import parcel from '@parcel/watcher';
+
+export interface Delivery {
+  events: number;
+  /** Callback invocations: @parcel/watcher's batches, fs.watch's single events. */
+  batches: number;
+  maxBatch: number;
+  /** Errors the library reported (for @parcel/watcher this is where an overflow would show). */
+  errors: string[];
+  lastEventAt: number;
+}
+
+export interface NodeWatcher {
+  readonly delivery: Delivery;
+  close(): Promise<void>;
+}
+
+function fileName(i: number): string {
+  return `file.${String(i).padStart(5, '0')}`;
+}
+
+function newDelivery(): Delivery {
+  return { events: 0, batches: 0, maxBatch: 0, errors: [], lastEventAt: performance.now() };
+}
+
+function count(d: Delivery, n: number): void {
+  d.events += n;
+  d.batches += 1;
+  if (n > d.maxBatch) d.maxBatch = n;
+  d.lastEventAt = performance.now();
+}
+
+export async function startWatcher(
+  backend: 'parcel' | 'fswatch',
+  dir: string,
+  watch: 'files' | 'dir',
+  files: number,
+): Promise<NodeWatcher> {
+  const delivery = newDelivery();
+  if (backend === 'parcel') {
+    const sub = await parcel.subscribe(dir, (err, events) => {
+      if (err) delivery.errors.push(err.message);
+      const n = events.filter((e) => path.basename(e.path).startsWith('file.')).length;
+      if (n > 0) count(delivery, n);
+    });
+    return { delivery, close: () => sub.unsubscribe() };
+  }
+  const watchers: FSWatcher[] = [];
+  const onError = (err: Error) => delivery.errors.push(err.message);
+  if (watch === 'dir') {
+    const w = fsWatch(dir, (_type, name) => {
+      if (name?.startsWith('file.')) count(delivery, 1);
+    });
+    w.on('error', onError);
+    watchers.push(w);
+  } else {
+    for (let i = 0; i < files; i++) {
+      const w = fsWatch(path.join(dir, fileName(i)), () => {
+        count(delivery, 1);
+      });
+      w.on('error', onError);
+      watchers.push(w);
+    }
+  }
+  return {
+    delivery,
+    close: () => {
+      for (const w of watchers) w.close();
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * Waits until no event has arrived for `quietMs` (the libraries deliver late: @parcel/watcher
+ * waits up to 500 ms to batch), or `timeoutMs` has passed. Returns whether it timed out.
+ */
+export async function waitQuiet(d: Delivery, quietMs: number, timeoutMs: number, signal: AbortSignal): Promise<boolean> {
+  const start = performance.now();
+  while (!signal.aborted) {
+    const now = performance.now();
+    if (now - Math.max(d.lastEventAt, start) >= quietMs) return false;
+    if (now - start >= timeoutMs) return true;
+    await sleep(25);
+  }
+  return false;
+}
