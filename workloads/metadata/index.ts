@@ -1,0 +1,100 @@
+/**
+ * The metadata workload on this host (seed 001): builds the filesystem a cell asks for, runs the
+ * phases in their fixed order with the native loop, dropping caches between them unless the cell
+ * asks for warm ones, and tears everything down whatever happened.
+ */
+import { FsbenchError, toFsbenchError } from '../../contract/errors.js';
+import { METADATA_PHASES } from '../../contract/workloads/metadata.js';
+import { Teardown } from '../../runner/journal.js';
+import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../../runner/workload.js';
+import { dropCaches } from './caches.js';
+import { prepareFilesystem, type TestFilesystem } from './filesystem.js';
+import { toMetrics } from './metrics.js';
+import { MetadataParams } from './params.js';
+import { phaseArgv, runPhase, type LayoutGeometry, type NativePhase, type PhaseOutput } from './phases.js';
+import { checkFreeSpace } from './space.js';
+
+function parseParams(raw: unknown): MetadataParams {
+  const r = MetadataParams.safeParse(raw);
+  if (!r.success) throw new FsbenchError('INTERNAL', `the cell's metadata parameters do not match the contract: ${r.error.message}`);
+  return r.data;
+}
+
+function layoutGeometry(target: TestFilesystem): LayoutGeometry | undefined {
+  const g = target.geometry;
+  if (g.agSizeBlocks === null || g.agCount === null || g.agInoShift === null || g.blockSize === null) return undefined;
+  return { agBlocks: g.agSizeBlocks, agCount: g.agCount, agInoShift: g.agInoShift, blockSize: g.blockSize };
+}
+
+async function measure(p: MetadataParams, ctx: RunContext, teardown: Teardown): Promise<WorkloadOutcome> {
+  const checkAborted = () => {
+    if (ctx.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
+  };
+  checkAborted();
+  const target = await prepareFilesystem(teardown, p, ctx.scratchDir, checkAborted);
+  await checkFreeSpace(p, target.root, target.imageDir, target.geometry.inodeSize);
+
+  const dropped: string[] = [];
+  let dropCachesMs = 0;
+  const phase = async (name: NativePhase, cold: boolean, layout?: LayoutGeometry): Promise<PhaseOutput> => {
+    checkAborted();
+    if (cold && p.cache === 'cold') {
+      dropCachesMs += await dropCaches();
+      dropped.push(name);
+    }
+    ctx.log(`metadata: ${name} (${p.dirs} x ${p.filesPerDir} files)`);
+    return runPhase(phaseArgv(name, target.root, p, layout), ctx.signal);
+  };
+
+  const start = performance.now();
+  const create = await phase('create', false);
+  const readByDir = await phase('readByDir', true);
+  const readInterleaved = await phase('readInterleaved', true);
+  const stat = await phase('stat', true);
+  const geometry = layoutGeometry(target);
+  // Unmeasured, and it only reads: files still in delayed allocation are left out rather than flushed.
+  const layout = geometry ? await phase('layout', false, geometry) : null;
+  const unlink = await phase('unlink', true);
+  const elapsedMs = performance.now() - start;
+
+  return {
+    metrics: toMetrics({ create, readByDir, readInterleaved, stat, unlink, layout }, target.geometry, dropCachesMs, elapsedMs),
+    info: {
+      ...target.info,
+      cache: p.cache,
+      cacheDroppedBefore: dropped.length > 0 ? dropped.join(',') : 'none',
+      phaseOrder: METADATA_PHASES.join(','),
+      fsync: p.fsync,
+      measuredBy: 'native',
+    },
+    limits: null,
+    targetFs: target.fsType,
+  };
+}
+
+export const metadataWorkload: WorkloadRunner = {
+  async run(cell, ctx) {
+    const p = parseParams(cell.params);
+    const teardown = new Teardown(ctx.journal);
+    let outcome: WorkloadOutcome | undefined;
+    let failure: FsbenchError | undefined;
+    try {
+      outcome = await measure(p, ctx, teardown);
+    } catch (err) {
+      failure = toFsbenchError(err, 'WORKLOAD_FAILED');
+      // A tool killed by the same Ctrl-C fails in its own words; the cause is the cancellation.
+      if (ctx.signal.aborted && failure.code !== 'CANCELLED') {
+        failure = new FsbenchError('CANCELLED', `the run was cancelled (${failure.message})`);
+      }
+    }
+    try {
+      await teardown.dispose();
+    } catch (err) {
+      const undo = toFsbenchError(err);
+      failure = failure ? new FsbenchError(failure.code, `${failure.message}; and then: ${undo.message}`) : undo;
+    }
+    if (failure) throw failure;
+    if (!outcome) throw new FsbenchError('INTERNAL', 'the metadata run ended without a result');
+    return outcome;
+  },
+};
