@@ -6,6 +6,7 @@
 import { Command } from 'commander';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { registerLocalCommands } from './local.js';
+import { registerRemoteCommands } from './remote.js';
 
 const program = new Command('fsbench')
   .description('Distributed benchmarks of Linux filesystem behaviour: inotify throughput and metadata workloads')
@@ -13,7 +14,7 @@ const program = new Command('fsbench')
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
 registerLocalCommands(program);
-// Distributed commands (coordinator, agent, submit, results, agents) register below.
+registerRemoteCommands(program);
 
 try {
   await program.parseAsync(process.argv);

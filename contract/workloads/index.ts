@@ -20,6 +20,11 @@ export interface WorkloadContract {
   readonly headline: readonly string[];
   /** Why a combination of values cannot be measured, making its runs `skipped`. */
   readonly skipReason: (params: Readonly<Record<string, ParamValue>>) => string | undefined;
+  /**
+   * Whether a run measures the kernel (limits, CPUs, page cache) and so must have the host to
+   * itself: agents take the host lock for it. A workload that never touches the kernel does not.
+   */
+  readonly exclusive: boolean;
 }
 
 export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadContract>> = {
@@ -28,17 +33,20 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadContract>> = {
     metrics: InotifyMetrics,
     headline: INOTIFY_HEADLINE_METRICS,
     skipReason: (p) => containerSkipReason(p) ?? inotifySkipReason(p),
+    exclusive: true,
   },
   metadata: {
     params: { ...metadataParams, ...containerParams },
     metrics: MetadataMetrics,
     headline: METADATA_HEADLINE_METRICS,
     skipReason: (p) => containerSkipReason(p) ?? metadataSkipReason(p),
+    exclusive: true,
   },
   noop: {
     params: noopParams,
     metrics: NoopMetrics,
     headline: ['value'],
     skipReason: () => undefined,
+    exclusive: false,
   },
 };

@@ -1,0 +1,178 @@
+/**
+ * An agent: BullMQ workers on the shared `any` queue and on its host's queue, one run at a time,
+ * under the host lock when the workload measures the kernel, results appended to the results
+ * stream. SIGTERM stops taking jobs, lets the current run finish for the grace period, then
+ * abandons it (cleaned up by the workload, the job retried elsewhere).
+ */
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { FsbenchError } from '../contract/errors.js';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { ANY_TARGET, queueName, REPORT_FIELD, resultsStream } from '../coordinator/jobs.js';
+import { awaitRedis, connectRedis } from '../coordinator/redis.js';
+import { collectFingerprint } from '../runner/fingerprint.js';
+import { Journal } from '../runner/journal.js';
+import { Heartbeat } from './heartbeat.js';
+import { HostLock } from './host-lock.js';
+import type { AgentStatus } from './registry.js';
+import { RunExecutor } from './run-job.js';
+
+export interface AgentSettings {
+  readonly redisUrl: string;
+  readonly queuePrefix: string;
+  readonly machine: string | undefined;
+  readonly labels: readonly string[];
+  readonly scratch: string;
+  readonly hostId: string | undefined;
+  readonly heartbeat: number;
+  readonly stallTimeout: number;
+  readonly maxAttempts: number;
+  readonly stopGrace: number;
+}
+
+export interface RunningAgent {
+  readonly agentId: string;
+  readonly hostId: string;
+  /** Stops as on SIGTERM; resolves once the lock is released and Redis closed. */
+  stop(): Promise<void>;
+}
+
+const FINGERPRINT_REFRESH_MS = 60_000;
+
+async function kernelBootId(): Promise<string> {
+  try {
+    return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+  } catch {
+    throw new FsbenchError(
+      'CONFIG_INVALID',
+      'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
+    );
+  }
+}
+
+export async function startAgent(s: AgentSettings, log: (line: string) => void): Promise<RunningAgent> {
+  const hostId = s.hostId ?? (await kernelBootId());
+  const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  let fingerprint: MachineFingerprint = await collectFingerprint({ machine: s.machine, labels: s.labels });
+  const journal = await Journal.open(path.join(s.scratch, 'journal'));
+  const redis: Redis = connectRedis(s.redisUrl, `fsbench-agent-${agentId}`);
+  await awaitRedis(redis, s.redisUrl, log);
+  const startedAt = new Date().toISOString();
+  const hardStop = new AbortController();
+  const stream = resultsStream(s.queuePrefix);
+
+  const pollMs = Math.max(20, Math.min(250, Math.round(s.heartbeat / 4)));
+  const lock = new HostLock(redis, {
+    prefix: s.queuePrefix,
+    hostId,
+    owner: agentId,
+    ttlMs: 5 * s.heartbeat,
+    pollMs,
+    maxHoldMs: 10 * s.heartbeat,
+    onAcquired: async () => {
+      for (const line of await journal.recover()) log(`restored what a dead run left: ${line}`);
+    },
+    onLost: () => {
+      log('host lock lost (Redis unreachable or the lock lapsed): abandoning the current run');
+      exec.abandon('the host lock was lost');
+    },
+  });
+  const exec: RunExecutor = new RunExecutor({
+    lock,
+    journal,
+    scratchDir: s.scratch,
+    fingerprint: () => fingerprint,
+    hardStop: hardStop.signal,
+    idleReleaseMs: pollMs,
+    report: async (report) => {
+      await redis.xadd(stream, '*', REPORT_FIELD, JSON.stringify(report));
+    },
+    log,
+  });
+
+  const status = (): AgentStatus => ({
+    agentId,
+    hostId,
+    machine: fingerprint.machine,
+    labels: [...s.labels],
+    pid: process.pid,
+    startedAt,
+    lastHeartbeat: new Date().toISOString(),
+    ttlMs: 5 * s.heartbeat,
+    holdsHostLock: lock.held,
+    currentRun: exec.currentRun,
+    runsDone: exec.runsDone,
+    fingerprint,
+  });
+  const heartbeat = new Heartbeat({ redis, prefix: s.queuePrefix, intervalMs: s.heartbeat, lock, status, busy: () => exec.busy, log });
+
+  await heartbeat.start();
+  // Undo now whatever a killed run left on this host; if another agent holds the lock, it did so
+  // when it took it, and whoever takes it next does so again.
+  if (await lock.tryOnce()) await lock.release();
+
+  const workers = [ANY_TARGET, hostId].map(
+    (target) =>
+      new Worker<unknown, unknown>(queueName(target), exec.process, {
+        connection: redis,
+        prefix: s.queuePrefix,
+        concurrency: 1,
+        lockDuration: s.stallTimeout,
+        stalledInterval: s.stallTimeout,
+        maxStalledCount: Math.max(0, s.maxAttempts - 1),
+      }),
+  );
+  for (const w of workers) {
+    w.on('error', (err) => {
+      log(`queue ${w.name}: ${err.message}`);
+    });
+    w.on('failed', (job, err) => {
+      log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
+    });
+  }
+  const refresh = setInterval(() => {
+    collectFingerprint({ machine: s.machine, labels: s.labels }).then(
+      (f) => (fingerprint = f),
+      () => undefined,
+    );
+  }, FINGERPRINT_REFRESH_MS);
+  let recovering: Promise<void> | undefined;
+  const recovery = setInterval(() => {
+    recovering ??= exec
+      .recoverLeftovers()
+      .catch((err: unknown) => {
+        log(`restoring what a dead run left: ${err instanceof Error ? err.message : String(err)}`);
+      })
+      .finally(() => {
+        recovering = undefined;
+      });
+  }, s.heartbeat);
+  log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}) waiting for runs`);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      clearInterval(refresh);
+      clearInterval(recovery);
+      const grace = setTimeout(() => {
+        log(`the current run did not finish within ${s.stopGrace} ms: abandoning it`);
+        hardStop.abort(new Error('the agent is stopping'));
+      }, s.stopGrace);
+      // close() waits for the job in progress, then BullMQ records it (completed, or failed to retry).
+      await Promise.all(workers.map((w) => w.close()));
+      clearTimeout(grace);
+      await recovering;
+      hardStop.abort(new Error('the agent stopped'));
+      exec.dispose();
+      await heartbeat.stop(agentId);
+      await lock.release().catch(() => undefined);
+      await redis.quit().catch(() => undefined);
+      log(`agent ${agentId} stopped after ${exec.runsDone} runs`);
+    })();
+    return stopping;
+  };
+  return { agentId, hostId, stop };
+}

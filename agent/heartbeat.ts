@@ -1,0 +1,62 @@
+/**
+ * The agent's pulse: every beat rewrites its registry entry (fingerprint, labels, current run)
+ * and extends its host lock. A beat that cannot reach Redis is logged and retried at the next
+ * one; the host lock's local deadline decides when a run must be abandoned meanwhile.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { removeStatus, writeStatus, type AgentStatus } from './registry.js';
+import type { HostLock } from './host-lock.js';
+
+export interface HeartbeatOptions {
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly intervalMs: number;
+  readonly lock: HostLock;
+  /** The entry to write now. */
+  readonly status: () => AgentStatus;
+  readonly busy: () => boolean;
+  readonly log: (line: string) => void;
+}
+
+export class Heartbeat {
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  private failing = false;
+
+  constructor(private readonly opts: HeartbeatOptions) {}
+
+  /** Writes a first entry at once, so the agent is listed before its first run. */
+  async start(): Promise<void> {
+    await this.beat();
+    this.timer = setInterval(() => {
+      // While Redis is away a beat waits for the reconnect; the deadline is checked regardless.
+      this.opts.lock.checkDeadline(this.opts.busy());
+      this.beating ??= this.beat().finally(() => {
+        this.beating = undefined;
+      });
+    }, this.opts.intervalMs);
+  }
+
+  private async beat(): Promise<void> {
+    const { redis, prefix, lock } = this.opts;
+    try {
+      await lock.refresh(this.opts.busy());
+      await writeStatus(redis, prefix, this.opts.status());
+      if (this.failing) this.opts.log('heartbeat: Redis reachable again');
+      this.failing = false;
+    } catch (err) {
+      lock.checkDeadline(this.opts.busy());
+      if (!this.failing) this.opts.log(`heartbeat: ${err instanceof Error ? err.message : String(err)}`);
+      this.failing = true;
+    }
+  }
+
+  /** Stops beating and removes the entry, so the agent leaves the list at once. */
+  async stop(agentId: string): Promise<void> {
+    clearInterval(this.timer);
+    // A beat stuck on an unreachable Redis must not hold the shutdown.
+    if (this.beating) await Promise.race([this.beating, sleep(this.opts.intervalMs)]);
+    await removeStatus(this.opts.redis, this.opts.prefix, agentId).catch(() => undefined);
+  }
+}

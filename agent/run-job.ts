@@ -1,0 +1,178 @@
+/**
+ * What an agent does with one run job: parse it, take the host lock when the workload measures
+ * the kernel, warm up when the previous run here was another cell, run it through the same
+ * `runCell` as `fsbench run`, and report the RunResult to the results stream before BullMQ
+ * completes (and removes) the job.
+ *
+ * A run that fails in the workload is a `failed` result, reported like any other: final, never
+ * retried. A run this agent abandons (stopping, or its host lock lost) throws instead, so BullMQ
+ * retries it, a bounded number of times.
+ */
+import { readdir } from 'node:fs/promises';
+import type { Job } from 'bullmq';
+import { UnrecoverableError } from 'bullmq';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import type { RunResult } from '../contract/result.js';
+import { WORKLOADS } from '../contract/workloads/index.js';
+import { runCell } from '../runner/run-cell.js';
+import type { Journal } from '../runner/journal.js';
+import { RunJob, type RunReport } from '../coordinator/jobs.js';
+import type { HostLock } from './host-lock.js';
+import type { CurrentRun } from './registry.js';
+
+export interface RunJobDeps {
+  readonly lock: HostLock;
+  readonly journal: Journal;
+  readonly scratchDir: string;
+  readonly fingerprint: () => MachineFingerprint;
+  /** Aborted when the agent must stop taking the lock and abandon what it runs. */
+  readonly hardStop: AbortSignal;
+  /** How long the lock stays held after a run, waiting for the next one. */
+  readonly idleReleaseMs: number;
+  /** Appends a finished run to the results stream; the job completes only once this resolved. */
+  readonly report: (report: RunReport) => Promise<void>;
+  readonly log: (line: string) => void;
+}
+
+export class RunExecutor {
+  /** One run at a time in this process, whichever of its queues the job came from. */
+  private slot: Promise<void> = Promise.resolve();
+  private running: { run: CurrentRun; abort: AbortController } | null = null;
+  private lastCell: string | null = null;
+  private idleTimer: NodeJS.Timeout | undefined;
+  runsDone = 0;
+
+  constructor(private readonly deps: RunJobDeps) {}
+
+  get currentRun(): CurrentRun | null {
+    return this.running?.run ?? null;
+  }
+
+  get busy(): boolean {
+    return this.running !== null;
+  }
+
+  /** Aborts the run in progress (the lock was lost, or the grace period ran out). */
+  abandon(reason: string): void {
+    this.running?.abort.abort(new Error(reason));
+  }
+
+  /**
+   * The BullMQ processor. The result goes to the results stream, not into the job: the job
+   * completes with no value and is removed, so a run's result is serialized once.
+   */
+  readonly process = async (job: Job<unknown, unknown>, _token?: string, signal?: AbortSignal): Promise<void> => {
+    const parsed = RunJob.safeParse(job.data);
+    if (!parsed.success) {
+      const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(job)'}: ${i.message}`).join('; ');
+      throw new UnrecoverableError(`job ${job.id ?? '?'} is not a valid run job: ${why}`);
+    }
+    const data = parsed.data;
+    const release = await this.takeSlot();
+    try {
+      const result = await this.runOne(data, signal);
+      await this.deps.report({
+        matrixId: data.matrixId,
+        target: data.target,
+        cellId: data.cell.id,
+        repetition: data.repetition,
+        attempts: Math.max(1, job.attemptsStarted),
+        result,
+      });
+    } finally {
+      this.running = null;
+      release();
+    }
+  };
+
+  /**
+   * Restores what a dead agent's run left on this host when nothing here runs: an exclusive run
+   * would do it when it takes the lock, but a host that only gets runs that do not measure the
+   * kernel would otherwise keep the changed limits. Cheap when the journal is empty (one readdir).
+   */
+  async recoverLeftovers(): Promise<void> {
+    if (this.running !== null || this.deps.lock.held) return;
+    const names = await readdir(this.deps.journal.dir).catch(() => []);
+    if (!names.some((n) => n.endsWith('.json'))) return;
+    const release = await this.takeSlot();
+    try {
+      // Taking the lock runs the recovery; a holder that is measuring keeps it, and its entries.
+      // Held by this agent since the check above (a run came and went): no run is going on now.
+      if (await this.deps.lock.tryOnce()) await this.deps.lock.release();
+    } finally {
+      release();
+    }
+  }
+
+  private async takeSlot(): Promise<() => void> {
+    let release = (): void => undefined;
+    const previous = this.slot;
+    this.slot = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await previous;
+    clearTimeout(this.idleTimer);
+    return () => {
+      this.scheduleIdleRelease();
+      release();
+    };
+  }
+
+  private scheduleIdleRelease(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      if (this.running === null) void this.deps.lock.release().catch(() => undefined);
+    }, this.deps.idleReleaseMs);
+  }
+
+  /**
+   * Runs that measure the kernel hold the host lock ("never two measurements on one kernel at
+   * once"); the others neither take it nor keep it from an agent that wants to measure.
+   */
+  private async runOne(job: RunJob, bullSignal: AbortSignal | undefined): Promise<RunResult> {
+    const { lock, hardStop } = this.deps;
+    if (WORKLOADS[job.cell.workload].exclusive) {
+      if (lock.held && lock.shouldYield) await lock.release(true);
+      try {
+        await lock.acquire(hardStop);
+      } catch {
+        throw new Error('abandoned: the agent is stopping and did not get the host lock');
+      }
+    } else if (lock.held) {
+      await lock.release();
+    }
+    const abort = new AbortController();
+    const signals = [abort.signal, hardStop, ...(bullSignal ? [bullSignal] : [])];
+    const signal = AbortSignal.any(signals);
+    this.running = {
+      run: { matrixId: job.matrixId, cellId: job.cell.id, repetition: job.repetition, startedAt: new Date().toISOString() },
+      abort,
+    };
+    const ctx = {
+      scratchDir: this.deps.scratchDir,
+      journal: this.deps.journal,
+      signal,
+      log: (line: string) => {
+        this.deps.log(`${job.matrixId} ${job.cell.id}#${job.repetition}: ${line}`);
+      },
+    };
+    const cellKey = `${job.matrixId}/${job.cell.id}`;
+    const request = { matrix: job.matrixId, cell: job.cell, repetition: job.repetition, fingerprint: this.deps.fingerprint() };
+    if (this.lastCell !== cellKey) {
+      for (let i = 0; i < job.warmup && !signal.aborted; i++) await runCell(request, ctx);
+    }
+    const result = signal.aborted ? null : await runCell(request, ctx);
+    if (result === null || signal.aborted) {
+      const why = signal.reason instanceof Error ? signal.reason.message : 'the run was aborted';
+      throw new Error(`abandoned: ${why}`);
+    }
+    this.lastCell = cellKey;
+    this.runsDone++;
+    return result;
+  }
+
+  /** Stops the idle timer; the caller releases the lock. */
+  dispose(): void {
+    clearTimeout(this.idleTimer);
+  }
+}

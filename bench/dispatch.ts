@@ -1,0 +1,265 @@
+/**
+ * `npm run bench:dispatch`: no-op cells through the whole distributed path (HTTP submit ->
+ * coordinator -> BullMQ -> 2 agent processes -> results collected into SQLite), side by side in
+ * one run with a bare BullMQ producer and one worker process doing the same number of jobs on
+ * the same Redis. Reports cells/s, submit-to-stored latency p50/p99, the ratio, and the
+ * coordinator's peak and sampled RSS (which must not grow with the number of finished runs).
+ *
+ *   node dist/bench/dispatch.js [--cells 10000] [--hosts 1,2] [--bare-workers 2] [--out bench/results/dispatch.json]
+ *
+ * Each `--hosts` value is one fsbench variant. `1` runs both agents on this kernel, as two
+ * agents on one machine would; `2` gives them different host ids (FSBENCH_HOST_ID). No-op runs
+ * measure nothing on the kernel, so they never take the host lock and both variants run two at
+ * a time; the variants differ in the queues and locks the agents look at.
+ *
+ * Like with like: each fsbench agent is one process taking one run at a time (its two workers,
+ * on the `any` queue and its host's queue, share one slot), and the runs here are all on `any`.
+ * The bare side therefore runs `--bare-workers` worker processes (default 2, as many as the
+ * agents) with concurrency 1 each, one producer calling addBulk with 1000 jobs at a time as the
+ * coordinator does. What fsbench adds on top: the HTTP submit and matrix expansion, job data
+ * parsed with the schema, the no-op run through `runCell` (RunResult built and validated), one
+ * XADD of the result per run, and the coordinator reading, validating and storing the results
+ * in SQLite. Each side's `setup` in the JSON says the same.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Queue, Worker } from 'bullmq';
+import { z } from 'zod';
+import { CoordinatorClient } from '../coordinator/client.js';
+import { connectRedis } from '../coordinator/redis.js';
+import { startRedis } from '../tests/helpers/redis.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
+/** Cells per matrix: the contract caps a parameter list at 1000 values. */
+const PER_MATRIX = 1000;
+
+interface Side {
+  readonly name: string;
+  readonly jobs: number;
+  readonly seconds: number;
+  readonly perSecond: number;
+  readonly latencyMs: { readonly p50: number; readonly p99: number; readonly max: number };
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
+}
+
+function side(name: string, start: number, done: readonly { created: number; finished: number }[]): Side {
+  const end = Math.max(...done.map((d) => d.finished));
+  const latencies = done.map((d) => d.finished - d.created).sort((a, b) => a - b);
+  const seconds = (end - start) / 1000;
+  return {
+    name,
+    jobs: done.length,
+    seconds: Number(seconds.toFixed(3)),
+    perSecond: Math.round(done.length / seconds),
+    latencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? Number.NaN },
+  };
+}
+
+/** A bare worker, in a process of its own like an agent: returns what the no-op would, until SIGTERM. */
+async function bareWorker(redisUrl: string, prefix: string): Promise<void> {
+  const connection = connectRedis(redisUrl, 'bench-bare-worker');
+  const worker = new Worker<unknown, unknown>('jobs', (job) => Promise.resolve({ value: job.id, elapsedMs: 0 }), { connection, prefix, concurrency: 1 });
+  await worker.waitUntilReady();
+  process.stdout.write('ready\n');
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  await worker.close();
+  await connection.quit();
+}
+
+function child(args: string[], env: Record<string, string> = {}): { proc: ChildProcess; output: () => string } {
+  let out = '';
+  const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const collect = (d: Buffer) => {
+    out += d.toString();
+  };
+  proc.stdout.on('data', collect);
+  proc.stderr.on('data', collect);
+  return { proc, output: () => out };
+}
+
+async function waitOutput(output: () => string, re: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const m = re.exec(output());
+    if (m) return m;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${String(re)}:\n${output()}`);
+    await sleep(20);
+  }
+}
+
+async function stopChild(p: ChildProcess): Promise<void> {
+  if (p.exitCode !== null) return;
+  p.kill('SIGTERM');
+  await new Promise((r) => p.once('exit', r));
+}
+
+async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { setup: string }> {
+  const prefix = `bench-bare-${when}`;
+  const procs = Array.from({ length: workers }, () => child([fileURLToPath(import.meta.url), '--role', 'bare-worker', '--redis', redisUrl, '--prefix', prefix]));
+  for (const w of procs) await waitOutput(w.output, /ready/);
+  const connection = connectRedis(redisUrl, 'bench-bare-producer');
+  const q = new Queue<unknown, unknown>('jobs', { connection, prefix });
+  const start = Date.now();
+  for (let i = 0; i < n; i += PER_MATRIX) {
+    const jobs = Array.from({ length: Math.min(PER_MATRIX, n - i) }, (_, k) => ({
+      name: 'run',
+      data: { matrixId: 'bare', cell: { id: (i + k).toString(16).padStart(12, '0'), workload: 'noop', params: { sleep: 0, value: i + k } }, repetition: 0, warmup: 0, target: 'any' },
+      opts: { jobId: `bare.${i + k}` },
+    }));
+    await q.addBulk(jobs);
+  }
+  // Timing comes from the jobs' own timestamps; this only decides when to stop the workers.
+  while ((await q.getJobCountByTypes('completed')) < n) await sleep(50);
+  await Promise.all(procs.map((w) => stopChild(w.proc)));
+  const done: { created: number; finished: number }[] = [];
+  for (let i = 0; i < n; i += 1000) {
+    for (const j of await q.getJobs(['completed'], i, i + 999, true)) done.push({ created: j.timestamp, finished: j.finishedOn ?? Number.NaN });
+  }
+  await q.obliterate({ force: true });
+  await q.close();
+  await connection.quit();
+  return {
+    ...side(`bare BullMQ, 1 producer + ${workers} worker process(es) (${when})`, start, done),
+    setup: `1 producer (addBulk, 1000 jobs per call, jobs kept on completion), ${workers} worker process(es) with concurrency 1 returning a constant`,
+  };
+}
+
+const MatrixView = z.object({ state: z.string(), createdAt: z.string(), progress: z.object({ stored: z.number() }) }).loose();
+const Results = z.object({ runs: z.array(z.object({ storedAt: z.string() }).loose()) }).loose();
+
+async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: number }> {
+  const status = await readFile(`/proc/${pid ?? 0}/status`, 'utf8').catch(() => '');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+async function fsbench(redisUrl: string, n: number, hosts: number) {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-'));
+  const prefix = `bench-fsbench-${hosts}`;
+  const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
+  const coord = child([CLI, 'coordinator'], env);
+  const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
+  const agents = [0, 1].map((i) => child([CLI, 'agent'], { ...env, FSBENCH_MACHINE: `agent${i}`, ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}) }));
+  for (const a of agents) await waitOutput(a.output, /waiting for runs/);
+  const client = new CoordinatorClient(url);
+  const ids: string[] = [];
+  const rssSamples: { stored: number; rssBytes: number }[] = [];
+  const start = Date.now();
+  for (let i = 0; i < n; i += PER_MATRIX) {
+    const count = Math.min(PER_MATRIX, n - i);
+    const matrix = { name: `dispatch-${i / PER_MATRIX}`, workload: 'noop', repetitions: 1, warmup: 0, params: { value: Array.from({ length: count }, (_, k) => i + k) } };
+    ids.push(z.object({ id: z.string() }).loose().parse(await client.json('POST', '/v1/matrices', matrix)).id);
+  }
+  for (;;) {
+    let stored = 0;
+    let finished = 0;
+    for (const id of ids) {
+      const m = MatrixView.parse(await client.json('GET', `/v1/matrices/${id}`));
+      stored += m.progress.stored;
+      if (m.state === 'done') finished++;
+    }
+    rssSamples.push({ stored, rssBytes: (await rssOf(coord.proc.pid)).rss });
+    if (finished === ids.length) break;
+    await sleep(250);
+  }
+  const { hwm } = await rssOf(coord.proc.pid);
+  const done: { created: number; finished: number }[] = [];
+  for (const id of ids) {
+    const created = Date.parse(MatrixView.parse(await client.json('GET', `/v1/matrices/${id}`)).createdAt);
+    for (const r of Results.parse(await client.json('GET', `/v1/matrices/${id}/results`)).runs) done.push({ created, finished: Date.parse(r.storedAt) });
+  }
+  await Promise.all(agents.map((a) => stopChild(a.proc)));
+  await stopChild(coord.proc);
+  await rm(dataDir, { recursive: true, force: true });
+  const label = hosts > 1 ? `fsbench (coordinator + 2 agent processes, ${hosts} simulated hosts)` : 'fsbench (coordinator + 2 agent processes on one host)';
+  const setup =
+    `HTTP submit of ${ids.length} matrices of up to ${PER_MATRIX} cells, coordinator` +
+    ' enqueueing with addBulk (1000 per call, removed on completion), ' +
+    '2 agent processes each running one run at a time (no host lock: no-op runs do not measure the kernel), ' +
+    'each result XADDed to the results stream and stored by the coordinator in SQLite in batches';
+  return { ...side(label, start, done), setup, coordinatorPeakRssBytes: hwm, coordinatorRssSamples: rssSamples };
+}
+
+const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      role: { type: 'string', default: 'bench' },
+      redis: { type: 'string', default: '' },
+      prefix: { type: 'string', default: '' },
+      cells: { type: 'string', default: '10000' },
+      hosts: { type: 'string', default: '1,2' },
+      'bare-workers': { type: 'string', default: '2' },
+      out: { type: 'string', default: path.resolve(HERE, '..', '..', 'bench', 'results', 'dispatch.json') },
+    },
+  });
+  const n = Number(values.cells);
+  if (!Number.isInteger(n) || n < 1) throw new Error('--cells must be a positive integer');
+  if (values.role === 'bare-worker') {
+    await bareWorker(values.redis, values.prefix);
+    return;
+  }
+  const bareWorkers = Number(values['bare-workers']);
+  if (!Number.isInteger(bareWorkers) || bareWorkers < 1) throw new Error('--bare-workers must be a positive integer');
+  const redis = await startRedis();
+  try {
+    // The bare pair runs before and after the variants and the ratio uses the mean of both, so a
+    // machine whose load drifts during the run does not flatter or wrong either side.
+    const bareBefore = await bare(redis.url, n, 'before', bareWorkers);
+    process.stderr.write(`${JSON.stringify(bareBefore)}\n`);
+    const variants: (Awaited<ReturnType<typeof fsbench>> & { hosts: number; coordinatorRssMiB: Record<string, number> })[] = [];
+    for (const hosts of values.hosts.split(',').map(Number)) {
+      const ours = await fsbench(redis.url, n, hosts);
+      process.stderr.write(`${JSON.stringify({ ...ours, coordinatorRssSamples: undefined })}\n`);
+      const samples = ours.coordinatorRssSamples;
+      const at = (f: number) => samples.find((x) => x.stored >= f * n)?.rssBytes ?? Number.NaN;
+      variants.push({
+        ...ours,
+        hosts,
+        coordinatorRssMiB: { peak: mib(ours.coordinatorPeakRssBytes), at25pct: mib(at(0.25)), at50pct: mib(at(0.5)), at100pct: mib(at(1)) },
+      });
+    }
+    const bareAfter = await bare(redis.url, n, 'after', bareWorkers);
+    process.stderr.write(`${JSON.stringify(bareAfter)}\n`);
+    const bareRate = (bareBefore.perSecond + bareAfter.perSecond) / 2;
+    const ratios = variants.map((v) => ({ variant: v.name, ratio: Number((v.perSecond / bareRate).toFixed(3)) }));
+    const report = {
+      date: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version, memoryBytes: os.totalmem(), loadAverage: os.loadavg() },
+      cells: n,
+      bareWorkerProcesses: bareWorkers,
+      bare: [bareBefore, bareAfter],
+      bareMeanPerSecond: Math.round(bareRate),
+      fsbench: variants,
+      ratios,
+    };
+    mkdirSync(path.dirname(values.out), { recursive: true });
+    writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
+    for (const b of [bareBefore, bareAfter]) {
+      process.stdout.write(`${n} cells: ${b.name}: ${b.perSecond}/s (p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms)\n`);
+    }
+    for (const [i, v] of variants.entries()) {
+      process.stdout.write(
+        `  ${v.name}: ${v.perSecond}/s (p50 ${v.latencyMs.p50} ms, p99 ${v.latencyMs.p99} ms), ratio ${ratios[i]?.ratio ?? Number.NaN}, ` +
+          `coordinator RSS peak ${v.coordinatorRssMiB.peak} MiB (${v.coordinatorRssMiB.at25pct} MiB at 25% stored, ${v.coordinatorRssMiB.at100pct} MiB at 100%)\n`,
+      );
+    }
+    process.stdout.write(`written to ${values.out}\n`);
+  } finally {
+    await redis.stop();
+  }
+}
+
+await main();

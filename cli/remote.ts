@@ -1,0 +1,181 @@
+/**
+ * The distributed commands: `coordinator` and `agent` (long-running services), and `submit`,
+ * `results`, `agents` (clients of the coordinator's REST API).
+ */
+import { readFile } from 'node:fs/promises';
+import { Command, Option } from 'commander';
+import { z } from 'zod';
+import { FsbenchError } from '../contract/errors.js';
+import { formatDuration } from '../contract/units.js';
+import { startAgent } from '../agent/agent.js';
+import { AgentStatus } from '../agent/registry.js';
+import { CoordinatorClient } from '../coordinator/client.js';
+import { startCoordinator } from '../coordinator/server.js';
+import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
+
+const log = (line: string) => {
+  process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+};
+
+function withSettings(cmd: Command, names: readonly SettingName[]): Command {
+  for (const name of names) {
+    const s = SETTINGS[name];
+    cmd.option(s.flag, `${s.doc} [${s.env}; default ${s.default}]`);
+  }
+  return cmd;
+}
+
+/** Resolves once SIGTERM or SIGINT has stopped the service. */
+function untilSignalled(stop: () => Promise<void>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      log(`${signal}: stopping`);
+      stop().then(resolve, reject);
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  });
+}
+
+const Progress = z.object({
+  state: z.enum(['queued', 'running', 'done', 'cancelled']),
+  expectedRuns: z.number(),
+  storedRuns: z.number(),
+  failedRuns: z.number(),
+  skippedRuns: z.number(),
+});
+type Progress = z.infer<typeof Progress>;
+
+const Submitted = z.object({ id: z.string(), name: z.string(), cells: z.number(), runs: z.number(), estimatedDuration: z.string(), warnings: z.array(z.string()).optional() }).loose();
+
+const clock = (ms: number) => {
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+};
+
+/** A progress bar on a terminal; a line per tenth elsewhere (CI logs). */
+function progressBar(stream: NodeJS.WriteStream = process.stderr) {
+  const start = Date.now();
+  let lastTenth = -1;
+  let lastLine = '';
+  return (p: Progress, final = false) => {
+    const fraction = p.expectedRuns === 0 ? 1 : Math.min(1, p.storedRuns / p.expectedRuns);
+    const elapsed = Date.now() - start;
+    const eta = p.storedRuns > 0 && fraction < 1 ? clock((elapsed / fraction) * (1 - fraction)) : '--:--';
+    const width = 30;
+    const filled = Math.round(fraction * width);
+    const line =
+      `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ` +
+      `${p.storedRuns}/${p.expectedRuns} runs${p.failedRuns > 0 ? `, ${p.failedRuns} failed` : ''}  ${p.state}  elapsed ${clock(elapsed)}  ETA ${eta}`;
+    const counts = line.replace(/ {2}elapsed.*/, '');
+    if (stream.isTTY) {
+      stream.write(`\r\x1b[2K${line}${final ? '\n' : ''}`);
+    } else if ((Math.floor(fraction * 10) !== lastTenth || final) && counts !== lastLine) {
+      lastTenth = Math.floor(fraction * 10);
+      lastLine = counts;
+      stream.write(`${line}\n`);
+    }
+  };
+}
+
+async function waitFor(client: CoordinatorClient, id: string): Promise<Progress> {
+  const draw = progressBar();
+  let last: Progress | undefined;
+  for await (const e of client.events(id)) {
+    const p = Progress.safeParse(JSON.parse(e.data));
+    if (!p.success) continue;
+    last = p.data;
+    draw(last, e.event === 'end');
+    if (e.event === 'end') return last;
+  }
+  throw new FsbenchError('INTERNAL', `the coordinator closed the event stream of matrix ${id} before it finished: see \`fsbench results ${id}\``);
+}
+
+function age(iso: string): string {
+  return formatDuration(Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 100) * 100));
+}
+
+export function registerRemoteCommands(program: Command): void {
+  withSettings(
+    program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
+    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued'],
+  ).action(async (opts: Record<string, unknown>) => {
+    const s = loadSettings(
+      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued'],
+      opts,
+    );
+    const c = await startCoordinator(s, log);
+    await untilSignalled(() => c.stop());
+  });
+
+  withSettings(
+    program.command('agent').description('Run an agent: take runs from the queues and run them on this host'),
+    ['redisUrl', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace'],
+  ).action(async (opts: Record<string, unknown>) => {
+    const s = loadSettings(
+      ['redisUrl', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace'],
+      opts,
+    );
+    const a = await startAgent(s, log);
+    await untilSignalled(() => a.stop());
+  });
+
+  withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), ['url', 'token'])
+    .argument('<matrix>', 'matrix file')
+    .option('--wait', 'follow the progress until the matrix is done')
+    .action(async (file: string, opts: Record<string, unknown>) => {
+      const s = loadSettings(['url', 'token'], opts);
+      let text: string;
+      try {
+        text = await readFile(file, 'utf8');
+      } catch (err) {
+        throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      const client = new CoordinatorClient(s.url, s.token);
+      // YAML is a superset of JSON, so one content type serves both kinds of file.
+      const res = await client.fetch('POST', '/v1/matrices', { body: text, contentType: 'application/yaml' });
+      const m = Submitted.parse(await res.json());
+      process.stdout.write(`${m.id}\n`);
+      log(`submitted ${m.name} as ${m.id}: ${m.cells} cells, ${m.runs} runs, about ${m.estimatedDuration}`);
+      for (const w of m.warnings ?? []) log(`warning: ${w}`);
+      if (opts['wait'] !== true) return;
+      const final = await waitFor(client, m.id);
+      if (final.state === 'cancelled') throw new FsbenchError('CANCELLED', `matrix ${m.id} was cancelled after ${final.storedRuns} runs`);
+      log(`done: ${final.storedRuns} runs, ${final.failedRuns} failed, ${final.skippedRuns} skipped; see \`fsbench results ${m.id}\``);
+    });
+
+  withSettings(program.command('results').description("Print a matrix's runs and per-cell statistics"), ['url', 'token'])
+    .argument('<id>', 'matrix id')
+    .addOption(new Option('--format <format>', 'output format').choices(['json', 'csv', 'md']).default('md'))
+    .addOption(new Option('--table <table>', 'with --format csv: aggregates or raw runs').choices(['cells', 'runs']).default('cells'))
+    .action(async (id: string, opts: Record<string, unknown>) => {
+      const s = loadSettings(['url', 'token'], opts);
+      const q = new URLSearchParams({ format: String(opts['format']), table: String(opts['table']) });
+      const text = await new CoordinatorClient(s.url, s.token).text(`/v1/matrices/${encodeURIComponent(id)}/results?${q.toString()}`);
+      process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+    });
+
+  withSettings(program.command('agents').description('List the live agents'), ['url', 'token'])
+    .option('--json', 'print the JSON answer')
+    .action(async (opts: Record<string, unknown>) => {
+      const s = loadSettings(['url', 'token'], opts);
+      const body = await new CoordinatorClient(s.url, s.token).json('GET', '/v1/agents');
+      if (opts['json'] === true) {
+        process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+        return;
+      }
+      const { agents } = z.object({ agents: z.array(AgentStatus) }).parse(body);
+      const rows = agents.map((a) => [
+        a.machine,
+        a.hostId.slice(0, 8),
+        a.labels.join(',') || '-',
+        `${age(a.lastHeartbeat)} ago`,
+        a.currentRun ? `${a.currentRun.matrixId} ${a.currentRun.cellId}#${a.currentRun.repetition}` : 'idle',
+        String(a.runsDone),
+      ]);
+      const table = [['MACHINE', 'HOST', 'LABELS', 'HEARTBEAT', 'RUN', 'DONE'], ...rows];
+      const widths = table[0]?.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length))) ?? [];
+      for (const r of table) process.stdout.write(`${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+      if (agents.length === 0) log('no live agent');
+    });
+}

@@ -1,0 +1,69 @@
+/**
+ * The coordinator's HTTP API as an express app, built from its dependencies and never listening
+ * by itself: tests drive it in-process, `server.ts` gives it a port.
+ */
+import express, { type Express } from 'express';
+import type { Redis } from 'ioredis';
+import { liveAgents } from '../agent/registry.js';
+import { requireRead, type AuthConfig } from './auth.js';
+import type { Dispatcher } from './dispatch.js';
+import { errorHandler, HttpError } from './errors.js';
+import type { ProgressHub } from './events.js';
+import { matricesRouter, withDeadline, type Limits } from './matrices.js';
+import type { Store } from './store.js';
+
+export interface AppDeps {
+  readonly store: Store;
+  readonly dispatcher: Dispatcher;
+  readonly hub: ProgressHub;
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly auth: AuthConfig;
+  readonly limits: Limits;
+  readonly log: (line: string) => void;
+}
+
+const READY_DEADLINE_MS = 2000;
+
+export function buildApp(d: AppDeps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  // The peer address decides loopback trust; forwarded headers are never believed.
+  app.set('trust proxy', false);
+  app.set('json spaces', 0);
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true });
+  });
+
+  app.get('/readyz', async (_req, res) => {
+    const checks: Record<string, string> = {};
+    try {
+      d.store.ping();
+      checks['sqlite'] = 'ok';
+    } catch (err) {
+      checks['sqlite'] = err instanceof Error ? err.message : String(err);
+    }
+    try {
+      await withDeadline(d.redis.ping(), 'ping', READY_DEADLINE_MS);
+      checks['redis'] = 'ok';
+    } catch (err) {
+      checks['redis'] = err instanceof Error ? err.message : String(err);
+    }
+    const ready = Object.values(checks).every((v) => v === 'ok');
+    res.status(ready ? 200 : 503).json({ ready, checks });
+  });
+
+  app.use('/v1/matrices', matricesRouter(d));
+
+  app.get('/v1/agents', requireRead(d.auth), async (_req, res) => {
+    const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
+    res.json({ hosts: new Set(agents.map((a) => a.hostId)).size, agents });
+  });
+
+  app.use((req) => {
+    throw new HttpError('NOT_FOUND', `no route ${req.method} ${req.path}`);
+  });
+  app.use(errorHandler(d.log));
+  return app;
+}

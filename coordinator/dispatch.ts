@@ -1,0 +1,129 @@
+/**
+ * Puts runs on the queues and takes them off again. Placement decides the targets once, at
+ * submission: `any` is the shared queue; `all` is one target per live host (boot id), so
+ * several agents on one kernel count once; `{labels}` is each host where a live agent carries
+ * every label. Each (cell, target, repetition) is one job with a deterministic id.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Cell, Placement } from '../contract/matrix.js';
+import type { AgentStatus } from '../agent/registry.js';
+import { HttpError } from './errors.js';
+import { ANY_TARGET, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from './jobs.js';
+import type { TargetInfo } from './store.js';
+
+/** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
+const CHUNK = 1000;
+
+/** The hosts (or `any`) a placement selects among the live agents. */
+export function resolveTargets(placement: Placement, agents: readonly AgentStatus[]): TargetInfo[] {
+  if (placement === 'any') return [{ target: ANY_TARGET, machine: null }];
+  const wanted = placement === 'all' ? [] : placement.labels;
+  const hosts = new Map<string, string>();
+  for (const a of agents) {
+    if (wanted.every((l) => a.labels.includes(l)) && !hosts.has(a.hostId)) hosts.set(a.hostId, a.machine);
+  }
+  if (hosts.size === 0) {
+    const what = placement === 'all' ? 'no agent is live' : `no live agent carries the labels ${wanted.join(', ')}`;
+    throw new HttpError('NO_MATCHING_AGENTS', `${what}: start one (fsbench agent), or submit with placement: any to wait for one`);
+  }
+  return [...hosts].map(([target, machine]) => ({ target, machine }));
+}
+
+export interface EnqueueRequest {
+  readonly matrixId: string;
+  readonly cells: readonly Cell[];
+  readonly repetitions: number;
+  readonly warmup: number;
+  readonly targets: readonly TargetInfo[];
+  /** `cellId.target.repetition` of runs already stored, not to run again. */
+  readonly skip?: ReadonlySet<string>;
+  /** Checked between chunks: a cancelled matrix stops being enqueued. */
+  readonly stillWanted?: () => boolean;
+}
+
+export class Dispatcher {
+  private readonly queues = new Map<string, Queue<unknown, unknown>>();
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly maxAttempts: number,
+  ) {}
+
+  queue(target: string): Queue<unknown, unknown> {
+    let q = this.queues.get(target);
+    if (!q) {
+      q = new Queue<unknown, unknown>(queueName(target), { connection: this.redis, prefix: this.prefix });
+      this.queues.set(target, q);
+    }
+    return q;
+  }
+
+  /** Runs waiting (not yet started) on the given targets' queues. */
+  async waiting(targets: Iterable<string>): Promise<number> {
+    let n = 0;
+    for (const t of new Set(targets)) n += await this.queue(t).getJobCountByTypes('wait', 'delayed', 'prioritized');
+    return n;
+  }
+
+  async enqueue(r: EnqueueRequest): Promise<number> {
+    let added = 0;
+    for (const t of r.targets) {
+      let batch: { name: string; data: RunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> }[] = [];
+      const flush = async () => {
+        if (batch.length === 0) return;
+        await this.queue(t.target).addBulk(batch);
+        added += batch.length;
+        batch = [];
+      };
+      // Repetitions outermost: every cell gets its first run before any gets its second, so an
+      // early look at the results already covers the whole matrix.
+      for (let repetition = 0; repetition < r.repetitions; repetition++) {
+        for (const cell of r.cells) {
+          if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
+          const data: RunJob = { matrixId: r.matrixId, cell, repetition, warmup: r.warmup, target: t.target };
+          batch.push({ name: RUN_JOB_NAME, data, opts: { jobId: jobId(r.matrixId, cell.id, t.target, repetition), ...runJobOptions(this.maxAttempts) } });
+          if (batch.length >= CHUNK) {
+            if (r.stillWanted && !r.stillWanted()) return added;
+            await flush();
+          }
+        }
+      }
+      await flush();
+    }
+    return added;
+  }
+
+  /** Removes the runs that have not started; returns how many. Started ones run to the end. */
+  async cancel(r: EnqueueRequest): Promise<number> {
+    let removed = 0;
+    for (const t of r.targets) {
+      const q = this.queue(t.target);
+      const ids: string[] = [];
+      for (let repetition = 0; repetition < r.repetitions; repetition++) {
+        for (const cell of r.cells) ids.push(jobId(r.matrixId, cell.id, t.target, repetition));
+      }
+      for (let i = 0; i < ids.length; i += CHUNK) {
+        const results = await Promise.all(ids.slice(i, i + CHUNK).map((id) => this.removeIfWaiting(q, id)));
+        removed += results.filter(Boolean).length;
+      }
+    }
+    return removed;
+  }
+
+  /**
+   * Only waiting jobs: a completed job not yet collected holds a result. A job that starts and
+   * completes between the two calls is lost to a matrix that is being cancelled anyway.
+   */
+  private async removeIfWaiting(q: Queue<unknown, unknown>, id: string): Promise<boolean> {
+    const state = await q.getJobState(id);
+    if (state !== 'waiting' && state !== 'delayed' && state !== 'prioritized' && state !== 'waiting-children') return false;
+    return (await q.remove(id)) === 1;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    this.queues.clear();
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Server-sent progress events for one matrix. Each event is a complete snapshot of the counts
+ * (never a delta), so a client that misses some, or reconnects, is right again at the next one.
+ * Events: `progress` (on connect and after every stored batch), then `end` with the final state.
+ */
+import type { RequestHandler, Response } from 'express';
+import { HttpError } from './errors.js';
+import type { MatrixRecord, MatrixState, Store } from './store.js';
+
+export interface ProgressEvent {
+  readonly id: string;
+  readonly state: MatrixState;
+  readonly expectedRuns: number;
+  readonly storedRuns: number;
+  readonly okRuns: number;
+  readonly failedRuns: number;
+  readonly skippedRuns: number;
+  readonly startedAt: string | null;
+  readonly finishedAt: string | null;
+}
+
+const KEEPALIVE_MS = 15_000;
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function isFinal(state: MatrixState): boolean {
+  return state === 'done' || state === 'cancelled';
+}
+
+export function progressOf(m: MatrixRecord): ProgressEvent {
+  return {
+    id: m.id,
+    state: m.state,
+    expectedRuns: m.expectedRuns,
+    storedRuns: m.storedRuns,
+    okRuns: m.okRuns,
+    failedRuns: m.failedRuns,
+    skippedRuns: m.skippedRuns,
+    startedAt: iso(m.startedAt),
+    finishedAt: iso(m.finishedAt),
+  };
+}
+
+type Listener = (m: MatrixRecord) => void;
+
+/** Who listens to which matrix; the collector and the cancel route tell it what changed. */
+export class ProgressHub {
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(private readonly store: Store) {}
+
+  subscribe(matrixId: string, listener: Listener): () => void {
+    let set = this.listeners.get(matrixId);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(matrixId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(matrixId);
+    };
+  }
+
+  changed(matrixIds: Iterable<string>): void {
+    for (const id of matrixIds) {
+      const set = this.listeners.get(id);
+      if (!set) continue;
+      const m = this.store.getMatrix(id);
+      if (m) for (const l of [...set]) l(m);
+    }
+  }
+
+  /** Open streams, for shutdown. */
+  get size(): number {
+    let n = 0;
+    for (const s of this.listeners.values()) n += s.size;
+    return n;
+  }
+}
+
+function send(res: Response, event: string, data: unknown, id?: number): void {
+  res.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+}
+
+export function eventsHandler(store: Store, hub: ProgressHub): RequestHandler<{ id: string }> {
+  return (req, res) => {
+    const first = store.getMatrix(req.params.id);
+    if (!first) throw new HttpError('NOT_FOUND', `no matrix ${req.params.id}`);
+    res.status(200).set({
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-cache, no-transform',
+      Connection: 'keep-alive',
+      'X-Accel-Buffering': 'no',
+    });
+    res.flushHeaders();
+    let closed = false;
+    const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      clearInterval(keepalive);
+      unsubscribe();
+      res.end();
+    };
+    const emit = (m: MatrixRecord) => {
+      if (closed) return;
+      send(res, 'progress', progressOf(m), m.storedRuns);
+      if (isFinal(m.state)) {
+        send(res, 'end', progressOf(m));
+        close();
+      }
+    };
+    const unsubscribe = hub.subscribe(first.id, emit);
+    req.on('close', close);
+    emit(first);
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * How a run becomes a row of the `runs` table (owned by store.ts): the agent's RunResult, or
+ * a failure the coordinator records for a job that gave up. Pure conversion, no SQL.
+ */
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import type { Cell } from '../contract/matrix.js';
+import type { RunResult } from '../contract/result.js';
+
+export type StoredRun =
+  | { readonly kind: 'result'; readonly matrixId: string; readonly target: string; readonly result: RunResult; readonly attempts: number }
+  | {
+      readonly kind: 'gave-up';
+      readonly matrixId: string;
+      readonly target: string;
+      readonly cell: Cell;
+      readonly repetition: number;
+      readonly machine: string;
+      readonly message: string;
+      readonly attempts: number;
+    };
+
+export interface RunRow {
+  matrix_id: string;
+  cell_id: string;
+  target: string;
+  repetition: number;
+  machine: string;
+  host_id: string | null;
+  state: 'ok' | 'failed' | 'skipped';
+  params: string;
+  started_at: string | null;
+  finished_at: string | null;
+  metrics: string | null;
+  error_code: string | null;
+  error_message: string | null;
+  reason: string | null;
+  /** JSON: limits, info and histograms, which are shown but never aggregated. */
+  details: string | null;
+  fingerprint_hash: string | null;
+  attempts: number;
+  stored_at: number;
+}
+
+/** The values of an INSERT into `runs`, in the order of its columns. */
+export type RowValues = [
+  matrixId: string,
+  cellId: string,
+  target: string,
+  repetition: number,
+  machine: string,
+  hostId: string | null,
+  state: RunRow['state'],
+  params: string,
+  startedAt: string | null,
+  finishedAt: string | null,
+  metrics: string | null,
+  errorCode: string | null,
+  errorMessage: string | null,
+  reason: string | null,
+  details: string | null,
+  fingerprintHash: string | null,
+  attempts: number,
+  storedAt: number,
+];
+
+export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineFingerprint) => string): RowValues {
+  if (run.kind === 'gave-up') {
+    return [run.matrixId, run.cell.id, run.target, run.repetition, run.machine, null, 'failed', JSON.stringify(run.cell.params),
+      null, null, null, 'INTERNAL', run.message, null, null, null, run.attempts, now];
+  }
+  const r = run.result;
+  const fp = fingerprintHash(r.fingerprint);
+  const common = [run.matrixId, r.cellId, run.target, r.repetition, r.fingerprint.machine, r.fingerprint.bootId, r.state,
+    JSON.stringify(r.params), r.startedAt, r.finishedAt] as const;
+  switch (r.state) {
+    case 'ok':
+      return [...common, JSON.stringify(r.metrics), null, null, null,
+        JSON.stringify({ limits: r.limits, info: r.info, histograms: r.histograms }), fp, run.attempts, now];
+    case 'failed':
+      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now];
+    case 'skipped':
+      return [...common, null, null, null, r.reason, null, fp, run.attempts, now];
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Starts a coordinator: the database, the queues, the collector (which at once catches up on
+ * runs that completed while no coordinator was running), the unfinished enqueues of a previous
+ * process, and the HTTP server. `stop()` undoes it all in reverse order.
+ */
+import type { Server } from 'node:http';
+import { buildApp } from './app.js';
+import { describeAuth } from './auth.js';
+import { Collector } from './collector.js';
+import { Dispatcher } from './dispatch.js';
+import { ProgressHub } from './events.js';
+import { awaitRedis, connectRedis } from './redis.js';
+import { Store } from './store.js';
+
+export interface CoordinatorSettings {
+  readonly redisUrl: string;
+  readonly queuePrefix: string;
+  readonly port: number;
+  readonly host: string;
+  readonly token: string | undefined;
+  readonly readAuth: 'open' | 'token';
+  readonly dataDir: string;
+  readonly maxAttempts: number;
+  readonly maxBody: number;
+  readonly maxRuns: number;
+  readonly maxDuration: number;
+  readonly maxQueued: number;
+}
+
+export interface RunningCoordinator {
+  readonly url: string;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+/** How long the collector's read of the results stream waits, and how often it looks for runs that gave up. */
+const COLLECT_POLL_MS = 100;
+
+export async function startCoordinator(s: CoordinatorSettings, log: (line: string) => void): Promise<RunningCoordinator> {
+  const redis = connectRedis(s.redisUrl, 'fsbench-coordinator');
+  await awaitRedis(redis, s.redisUrl, log);
+  const store = Store.open(s.dataDir);
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts);
+  const hub = new ProgressHub(store);
+  const collector = new Collector({
+    store,
+    dispatcher,
+    redis,
+    prefix: s.queuePrefix,
+    onChange: (ids) => {
+      hub.changed(ids);
+    },
+    log,
+    pollMs: COLLECT_POLL_MS,
+  });
+  collector.start();
+
+  // A previous coordinator may have died between storing a matrix and enqueueing all of it.
+  for (const id of store.notEnqueued()) {
+    const m = store.getMatrix(id);
+    if (!m) continue;
+    const added = await dispatcher.enqueue({
+      matrixId: id,
+      cells: store.cells(id),
+      repetitions: m.spec.repetitions,
+      warmup: m.spec.warmup,
+      targets: m.targets,
+      skip: store.storedRunKeys(id),
+    });
+    store.markEnqueued(id);
+    log(`matrix ${id}: finished enqueueing after a restart (${added} jobs, existing ones kept)`);
+  }
+
+  const auth = { token: s.token, readAuth: s.readAuth };
+  const app = buildApp({
+    store,
+    dispatcher,
+    hub,
+    redis,
+    prefix: s.queuePrefix,
+    auth,
+    limits: { maxBody: s.maxBody, maxRuns: s.maxRuns, maxDuration: s.maxDuration, maxQueued: s.maxQueued },
+    log,
+  });
+  const server = await new Promise<Server>((resolve, reject) => {
+    const srv = app.listen(s.port, s.host, (err?: Error) => {
+      if (err) reject(err);
+      else resolve(srv);
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : s.port;
+  const url = `http://${s.host.includes(':') ? `[${s.host}]` : s.host}:${port}`;
+  log(`coordinator listening on ${url}; ${describeAuth(auth)}; database ${s.dataDir}`);
+
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    stop: () =>
+      (stopping ??= (async () => {
+        // Event streams never end by themselves: without this, close() would wait for them.
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => {
+          server.close(() => {
+            resolve();
+          });
+        });
+        await collector.stop();
+        await dispatcher.close();
+        await redis.quit().catch(() => undefined);
+        store.close();
+        log('coordinator stopped');
+      })()),
+  };
+}

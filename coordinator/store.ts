@@ -1,0 +1,330 @@
+/**
+ * The coordinator's database (better-sqlite3): matrices, their cells, and every completed run,
+ * stored exactly once under PRIMARY KEY (matrix, cell, target, repetition). `target` is the host
+ * a run was placed on (`all`, `{labels}`), or `any`: a retried `any` run that lands on another
+ * machine is still the same run. This module owns the schema; nothing else writes SQL.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { z } from 'zod';
+import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { toRow, type RunRow, type StoredRun } from './run-rows.js';
+
+export type { RunRow, StoredRun } from './run-rows.js';
+
+export const MATRIX_STATES = ['queued', 'running', 'done', 'cancelled'] as const;
+export type MatrixState = (typeof MATRIX_STATES)[number];
+
+export const TargetInfo = z.object({ target: z.string(), machine: z.string().nullable() }).strict();
+export type TargetInfo = z.infer<typeof TargetInfo>;
+
+export interface MatrixRecord {
+  readonly id: string;
+  readonly name: string;
+  readonly workload: string;
+  readonly spec: Matrix;
+  readonly placement: Placement;
+  readonly targets: readonly TargetInfo[];
+  readonly cellCount: number;
+  readonly expectedRuns: number;
+  readonly estimatedMs: number;
+  readonly state: MatrixState;
+  readonly enqueued: boolean;
+  readonly storedRuns: number;
+  readonly okRuns: number;
+  readonly failedRuns: number;
+  readonly skippedRuns: number;
+  readonly createdAt: number;
+  readonly startedAt: number | null;
+  readonly finishedAt: number | null;
+}
+
+interface MatrixRow {
+  id: string;
+  name: string;
+  workload: string;
+  spec: string;
+  placement: string;
+  targets: string;
+  cell_count: number;
+  expected_runs: number;
+  estimated_ms: number;
+  state: MatrixState;
+  enqueued: number;
+  stored_runs: number;
+  ok_runs: number;
+  failed_runs: number;
+  skipped_runs: number;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS matrices (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, workload TEXT NOT NULL, spec TEXT NOT NULL,
+  placement TEXT NOT NULL, targets TEXT NOT NULL, cell_count INTEGER NOT NULL,
+  expected_runs INTEGER NOT NULL, estimated_ms INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'cancelled')),
+  enqueued INTEGER NOT NULL DEFAULT 0,
+  stored_runs INTEGER NOT NULL DEFAULT 0, ok_runs INTEGER NOT NULL DEFAULT 0,
+  failed_runs INTEGER NOT NULL DEFAULT 0, skipped_runs INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS matrices_by_state ON matrices (state, created_at);
+CREATE TABLE IF NOT EXISTS cells (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL,
+  position INTEGER NOT NULL, params TEXT NOT NULL, PRIMARY KEY (matrix_id, cell_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fingerprints (hash TEXT PRIMARY KEY, json TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL,
+  target TEXT NOT NULL, repetition INTEGER NOT NULL, machine TEXT NOT NULL, host_id TEXT,
+  state TEXT NOT NULL CHECK (state IN ('ok', 'failed', 'skipped')), params TEXT NOT NULL,
+  started_at TEXT, finished_at TEXT, metrics TEXT, error_code TEXT, error_message TEXT, reason TEXT,
+  details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL,
+  PRIMARY KEY (matrix_id, cell_id, target, repetition)
+);
+CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
+`;
+
+function toRecord(r: MatrixRow): MatrixRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    workload: r.workload,
+    spec: Matrix.parse(JSON.parse(r.spec)),
+    placement: Placement.parse(JSON.parse(r.placement)),
+    targets: z.array(TargetInfo).parse(JSON.parse(r.targets)),
+    cellCount: r.cell_count,
+    expectedRuns: r.expected_runs,
+    estimatedMs: r.estimated_ms,
+    state: r.state,
+    enqueued: r.enqueued === 1,
+    storedRuns: r.stored_runs,
+    okRuns: r.ok_runs,
+    failedRuns: r.failed_runs,
+    skippedRuns: r.skipped_runs,
+    createdAt: r.created_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+  };
+}
+
+export interface NewMatrix {
+  readonly id: string;
+  readonly spec: Matrix;
+  readonly targets: readonly TargetInfo[];
+  readonly cells: readonly Cell[];
+  readonly expectedRuns: number;
+  readonly estimatedMs: number;
+}
+
+export class Store {
+  readonly db: Database.Database;
+  private readonly fingerprintsSeen = new Set<string>();
+
+  private constructor(file: string) {
+    this.db = new Database(file);
+    // WAL: readers (the HTTP API) never wait for the collector's writes. NORMAL survives a killed
+    // process, which is the crash the coordinator must survive; power loss may lose the last commits.
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.exec(SCHEMA);
+  }
+
+  /** Opens (creating) `fsbench.db` in `dataDir`, or an in-memory database for `:memory:`. */
+  static open(dataDir: string): Store {
+    if (dataDir === ':memory:') return new Store(':memory:');
+    mkdirSync(dataDir, { recursive: true });
+    return new Store(path.join(dataDir, 'fsbench.db'));
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  ping(): void {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  createMatrix(m: NewMatrix): void {
+    const insertMatrix = this.db.prepare(
+      `INSERT INTO matrices (id, name, workload, spec, placement, targets, cell_count, expected_runs, estimated_ms, state, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
+    );
+    const insertCell = this.db.prepare('INSERT INTO cells (matrix_id, cell_id, position, params) VALUES (?, ?, ?, ?)');
+    this.db.transaction(() => {
+      insertMatrix.run(m.id, m.spec.name, m.spec.workload, JSON.stringify(m.spec), JSON.stringify(m.spec.placement),
+        JSON.stringify(m.targets), m.cells.length, m.expectedRuns, m.estimatedMs, Date.now());
+      m.cells.forEach((c, i) => insertCell.run(m.id, c.id, i, JSON.stringify(c.params)));
+    })();
+  }
+
+  deleteMatrix(id: string): void {
+    this.db.prepare('DELETE FROM matrices WHERE id = ?').run(id);
+  }
+
+  markEnqueued(id: string): void {
+    this.db.prepare('UPDATE matrices SET enqueued = 1 WHERE id = ?').run(id);
+  }
+
+  getMatrix(id: string): MatrixRecord | undefined {
+    const row = this.db.prepare<[string], MatrixRow>('SELECT * FROM matrices WHERE id = ?').get(id);
+    return row ? toRecord(row) : undefined;
+  }
+
+  listMatrices(limit: number, state?: MatrixState): MatrixRecord[] {
+    const rows = state
+      ? this.db.prepare<[string, number], MatrixRow>('SELECT * FROM matrices WHERE state = ? ORDER BY created_at DESC LIMIT ?').all(state, limit)
+      : this.db.prepare<[number], MatrixRow>('SELECT * FROM matrices ORDER BY created_at DESC LIMIT ?').all(limit);
+    return rows.map(toRecord);
+  }
+
+  /** Matrices whose jobs may not all be in Redis yet (the coordinator died while enqueueing). */
+  notEnqueued(): string[] {
+    return this.db.prepare<[], { id: string }>("SELECT id FROM matrices WHERE enqueued = 0 AND state IN ('queued', 'running')").all().map((r) => r.id);
+  }
+
+  /** Targets whose queues may still hold results: unfinished matrices, and those finished lately. */
+  activeTargets(finishedSince: number): Set<string> {
+    const rows = this.db
+      .prepare<[number], { targets: string }>("SELECT targets FROM matrices WHERE state IN ('queued', 'running') OR finished_at >= ?")
+      .all(finishedSince);
+    return new Set(rows.flatMap((r) => z.array(TargetInfo).parse(JSON.parse(r.targets)).map((t) => t.target)));
+  }
+
+  cells(matrixId: string): Cell[] {
+    const workload = this.getMatrix(matrixId)?.spec.workload;
+    if (!workload) return [];
+    return this.db
+      .prepare<[string], { cell_id: string; params: string }>('SELECT cell_id, params FROM cells WHERE matrix_id = ? ORDER BY position')
+      .all(matrixId)
+      .map((r) => ({ id: r.cell_id, workload, params: CellParams.parse(JSON.parse(r.params)) }));
+  }
+
+  /** One cell of a matrix, or undefined when either is unknown. */
+  cell(matrixId: string, cellId: string): Cell | undefined {
+    const workload = this.getMatrix(matrixId)?.spec.workload;
+    const row = this.db
+      .prepare<[string, string], { params: string }>('SELECT params FROM cells WHERE matrix_id = ? AND cell_id = ?')
+      .get(matrixId, cellId);
+    return workload && row ? { id: cellId, workload, params: CellParams.parse(JSON.parse(row.params)) } : undefined;
+  }
+
+  /** `cellId.target.repetition` of every stored run, to skip when re-enqueueing. */
+  storedRunKeys(matrixId: string): Set<string> {
+    const rows = this.db
+      .prepare<[string], { k: string }>("SELECT cell_id || '.' || target || '.' || repetition AS k FROM runs WHERE matrix_id = ?")
+      .all(matrixId);
+    return new Set(rows.map((r) => r.k));
+  }
+
+  /** Marks a queued or running matrix cancelled; false when it was already finished. */
+  cancel(id: string): boolean {
+    const r = this.db
+      .prepare("UPDATE matrices SET state = 'cancelled', finished_at = ? WHERE id = ? AND state IN ('queued', 'running')")
+      .run(Date.now(), id);
+    return r.changes === 1;
+  }
+
+  private fingerprintHash(f: MachineFingerprint): string {
+    const json = JSON.stringify(f);
+    const hash = createHash('sha256').update(json).digest('hex').slice(0, 16);
+    if (!this.fingerprintsSeen.has(hash)) {
+      this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)').run(hash, json);
+      // Bounded: fingerprints change rarely, but never let the cache grow with the runs.
+      if (this.fingerprintsSeen.size > 1000) this.fingerprintsSeen.clear();
+      this.fingerprintsSeen.add(hash);
+    }
+    return hash;
+  }
+
+  private statements: ReturnType<Store['prepareStoreStatements']> | undefined;
+
+  /** Prepared once: the collector stores a batch many times a second. */
+  private storeStatements(): ReturnType<Store['prepareStoreStatements']> {
+    this.statements ??= this.prepareStoreStatements();
+    return this.statements;
+  }
+
+  private prepareStoreStatements() {
+    return {
+      insert: this.db.prepare(
+        `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
+           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      count: this.db.prepare(
+        `UPDATE matrices SET stored_runs = stored_runs + 1, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
+           skipped_runs = skipped_runs + ?, started_at = COALESCE(started_at, ?),
+           state = CASE WHEN state = 'queued' THEN 'running' ELSE state END
+         WHERE id = ?`,
+      ),
+      finish: this.db.prepare(
+        "UPDATE matrices SET state = 'done', finished_at = ? WHERE id = ? AND state IN ('queued', 'running') AND stored_runs >= expected_runs",
+      ),
+      known: this.db.prepare<[string], { id: string }>('SELECT id FROM matrices WHERE id = ?'),
+    };
+  }
+
+  /**
+   * Stores runs in one transaction, ignoring any already stored; updates the counters and the
+   * state of their matrices. Returns the ids of the matrices that changed.
+   */
+  storeRuns(runs: readonly StoredRun[]): Set<string> {
+    const { insert, count, finish, known } = this.storeStatements();
+    const changed = new Set<string>();
+    this.db.transaction(() => {
+      const now = Date.now();
+      for (const run of runs) {
+        if (!known.get(run.matrixId)) continue;
+        const row = toRow(run, now, (f) => this.fingerprintHash(f));
+        if (insert.run(...row).changes === 0) continue;
+        const state = row[6];
+        count.run(state === 'ok' ? 1 : 0, state === 'failed' ? 1 : 0, state === 'skipped' ? 1 : 0, now, run.matrixId);
+        changed.add(run.matrixId);
+      }
+      for (const id of changed) finish.run(now, id);
+    })();
+    return changed;
+  }
+
+  /** Runs of a matrix, in cell order, for export; iterated so memory stays flat. */
+  iterateRuns(matrixId: string): IterableIterator<RunRow> {
+    return this.db
+      .prepare<[string], RunRow>(
+        `SELECT r.* FROM runs r JOIN cells c ON c.matrix_id = r.matrix_id AND c.cell_id = r.cell_id
+         WHERE r.matrix_id = ? ORDER BY c.position, r.machine, r.repetition`,
+      )
+      .iterate(matrixId);
+  }
+
+  /** Counts per machine and state, for progress. */
+  progressByMachine(matrixId: string): { machine: string; target: string; state: RunRow['state']; n: number }[] {
+    return this.db
+      .prepare<[string], { machine: string; target: string; state: RunRow['state']; n: number }>(
+        'SELECT machine, target, state, COUNT(*) AS n FROM runs WHERE matrix_id = ? GROUP BY machine, target, state ORDER BY machine',
+      )
+      .all(matrixId);
+  }
+
+  failures(matrixId: string, limit: number): RunRow[] {
+    return this.db
+      .prepare<[string, number], RunRow>("SELECT * FROM runs WHERE matrix_id = ? AND state = 'failed' ORDER BY stored_at LIMIT ?")
+      .all(matrixId, limit);
+  }
+
+  fingerprints(matrixId: string): { machine: string; json: string }[] {
+    return this.db
+      .prepare<[string], { machine: string; json: string }>(
+        `SELECT r.machine, f.json FROM (SELECT machine, MAX(fingerprint_hash) AS h FROM runs WHERE matrix_id = ? AND fingerprint_hash IS NOT NULL GROUP BY machine) r
+         JOIN fingerprints f ON f.hash = r.h ORDER BY r.machine`,
+      )
+      .all(matrixId);
+  }
+}

@@ -1,0 +1,104 @@
+/** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
+import type { Placement } from '../contract/matrix.js';
+import type { MatrixRecord, MatrixState, Store } from './store.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export interface Progress {
+  readonly expected: number;
+  readonly stored: number;
+  readonly ok: number;
+  readonly failed: number;
+  readonly skipped: number;
+  /** stored / expected, 0..1. */
+  readonly fraction: number;
+}
+
+export interface MatrixSummary {
+  readonly id: string;
+  readonly name: string;
+  readonly workload: string;
+  readonly state: MatrixState;
+  readonly placement: Placement;
+  readonly cells: number;
+  readonly runs: number;
+  readonly createdAt: string;
+  readonly startedAt: string | null;
+  readonly finishedAt: string | null;
+  readonly progress: Progress;
+  readonly links: { readonly self: string; readonly events: string; readonly results: string };
+}
+
+export function summaryOf(m: MatrixRecord): MatrixSummary {
+  const self = `/v1/matrices/${m.id}`;
+  return {
+    id: m.id,
+    name: m.name,
+    workload: m.workload,
+    state: m.state,
+    placement: m.placement,
+    cells: m.cellCount,
+    runs: m.expectedRuns,
+    createdAt: new Date(m.createdAt).toISOString(),
+    startedAt: iso(m.startedAt),
+    finishedAt: iso(m.finishedAt),
+    progress: {
+      expected: m.expectedRuns,
+      stored: m.storedRuns,
+      ok: m.okRuns,
+      failed: m.failedRuns,
+      skipped: m.skippedRuns,
+      fraction: m.expectedRuns === 0 ? 1 : m.storedRuns / m.expectedRuns,
+    },
+    links: { self, events: `${self}/events`, results: `${self}/results` },
+  };
+}
+
+export interface MachineProgress {
+  readonly machine: string;
+  /** The host the placement targeted, or `any`. */
+  readonly target: string;
+  /** Runs placed on this host; null under `any`, where no host has a share. */
+  readonly expected: number | null;
+  readonly stored: number;
+  readonly ok: number;
+  readonly failed: number;
+  readonly skipped: number;
+}
+
+const MAX_FAILURES_SHOWN = 20;
+
+export function detailOf(store: Store, m: MatrixRecord) {
+  const byMachine = new Map<string, { machine: string; target: string; stored: number; ok: number; failed: number; skipped: number }>();
+  for (const r of store.progressByMachine(m.id)) {
+    const key = `${r.target}\u0000${r.machine}`;
+    const e = byMachine.get(key) ?? { machine: r.machine, target: r.target, stored: 0, ok: 0, failed: 0, skipped: 0 };
+    e.stored += r.n;
+    e[r.state] += r.n;
+    byMachine.set(key, e);
+  }
+  const perTarget = m.cellCount * m.spec.repetitions;
+  const machines: MachineProgress[] = [...byMachine.values()].map((e) => ({ ...e, expected: e.target === 'any' ? null : perTarget }));
+  // Target hosts that have not stored anything yet still belong in the picture.
+  for (const t of m.targets) {
+    if (t.target !== 'any' && !machines.some((x) => x.target === t.target)) {
+      machines.push({ machine: t.machine ?? t.target, target: t.target, expected: perTarget, stored: 0, ok: 0, failed: 0, skipped: 0 });
+    }
+  }
+  return {
+    ...summaryOf(m),
+    description: m.spec.description ?? null,
+    repetitions: m.spec.repetitions,
+    warmup: m.spec.warmup,
+    targets: m.targets,
+    estimatedDurationMs: m.estimatedMs,
+    machines,
+    failures: store.failures(m.id, MAX_FAILURES_SHOWN).map((r) => ({
+      cellId: r.cell_id,
+      repetition: r.repetition,
+      machine: r.machine,
+      code: r.error_code,
+      message: r.error_message,
+    })),
+  };
+}

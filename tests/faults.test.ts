@@ -1,0 +1,309 @@
+/**
+ * Faults with real processes and a real redis-server: `kill -9` an agent in the middle of a run,
+ * SIGTERM one, `kill -9` the coordinator in the middle of a matrix, restart Redis in the middle
+ * of a matrix. The processes are the compiled CLI (`node dist/cli/fsbench.js`); `npm test`
+ * compiles first, and this file compiles too when dist/ is older than the sources.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { CoordinatorClient } from '../coordinator/client.js';
+import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');
+const JOURNAL_JS = path.join(ROOT, 'dist', 'runner', 'journal.js');
+/** A harmless host-wide sysctl that no other test touches, standing in for the inotify limits. */
+const SYSCTL = '/proc/sys/fs/lease-break-time';
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const name of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, name.name);
+    if (name.isDirectory()) newest = Math.max(newest, newestSource(p));
+    else if (name.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+beforeAll(async () => {
+  const dirs = ['agent', 'coordinator', 'cli', 'contract', 'runner', 'settings', 'workloads', 'stats'].map((d) => path.join(ROOT, d));
+  const newest = Math.max(...dirs.filter(existsSync).map(newestSource));
+  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newest) {
+    // Type errors elsewhere must not stop the emit this test needs; the exit code is not the point.
+    await promisify(execFile)('npx', ['tsc', '-p', ROOT], { cwd: ROOT }).catch(() => undefined);
+  }
+  expect(existsSync(CLI)).toBe(true);
+}, 180_000);
+
+let redis: TestRedis;
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis.stop();
+});
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGKILL');
+      await new Promise((r) => c.once('exit', r));
+    }
+  }
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+interface Proc {
+  readonly child: ChildProcess;
+  output: string;
+  /** Resolves with the first match of `re` in the process's stderr. */
+  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
+  exited(): Promise<number | null>;
+}
+
+function fsbench(args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const proc: Proc = {
+    child,
+    output: '',
+    waitFor: async (re, ms = 20_000) => {
+      const end = Date.now() + ms;
+      for (;;) {
+        const m = re.exec(proc.output);
+        if (m) return m;
+        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
+        await sleep(20);
+      }
+    },
+    exited: () =>
+      child.exitCode !== null
+        ? Promise.resolve(child.exitCode)
+        : new Promise((resolve) => {
+            child.once('exit', (code) => {
+              resolve(code);
+            });
+          }),
+  };
+  const collect = (d: Buffer) => {
+    proc.output += d.toString();
+  };
+  child.stderr.on('data', collect);
+  child.stdout.on('data', collect);
+  return proc;
+}
+
+async function tempDir(name: string): Promise<string> {
+  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-`));
+  dirs.push(d);
+  return d;
+}
+
+interface Setup {
+  readonly env: Record<string, string>;
+  readonly dataDir: string;
+}
+
+async function setup(name: string): Promise<Setup> {
+  const dataDir = await tempDir('data');
+  const env = {
+    REDIS_URL: redis.url,
+    FSBENCH_QUEUE_PREFIX: uniquePrefix(name),
+    FSBENCH_DATA_DIR: dataDir,
+    FSBENCH_PORT: '0',
+    FSBENCH_HEARTBEAT: '200ms',
+    FSBENCH_STALL_TIMEOUT: '1s',
+    FSBENCH_SCRATCH: await tempDir('scratch'),
+  };
+  return { env, dataDir };
+}
+
+async function coordinator(s: Setup): Promise<{ proc: Proc; client: CoordinatorClient }> {
+  const proc = fsbench(['coordinator'], s.env);
+  const m = await proc.waitFor(/listening on (http:\/\/\S+);/);
+  return { proc, client: new CoordinatorClient(m[1] ?? '') };
+}
+
+async function agent(s: Setup, machine: string, hostId = 'host-1', extra: Record<string, string> = {}): Promise<Proc> {
+  const proc = fsbench(['agent'], { ...s.env, FSBENCH_MACHINE: machine, FSBENCH_HOST_ID: hostId, ...extra });
+  await proc.waitFor(/waiting for runs/);
+  return proc;
+}
+
+interface MatrixView {
+  state: string;
+  progress: { stored: number; expected: number };
+}
+interface Results {
+  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number; metrics?: Record<string, number> }[];
+}
+
+async function waitState(client: CoordinatorClient, id: string, until: (m: MatrixView) => boolean, ms = 60_000): Promise<MatrixView> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const m = (await client.json('GET', `/v1/matrices/${id}`).catch(() => null)) as MatrixView | null;
+    if (m && until(m)) return m;
+    if (Date.now() > end) throw new Error(`matrix ${id}: ${JSON.stringify(m)}`);
+    await sleep(50);
+  }
+}
+
+/** Every (cell, repetition) of the results exactly once. */
+function expectEachRunOnce(results: Results, cells: number, repetitions: number): void {
+  const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}`);
+  expect(new Set(keys).size).toBe(keys.length);
+  expect(keys).toHaveLength(cells * repetitions);
+  expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
+}
+
+const noop = (name: string, values: number, repetitions: number, sleepMs: number) => ({
+  name,
+  workload: 'noop',
+  repetitions,
+  warmup: 0,
+  params: { value: Array.from({ length: values }, (_, i) => i), sleep: `${sleepMs}ms` },
+});
+
+describe('an agent killed in the middle of a run', () => {
+  it('has its run retried elsewhere, stored once, and what it changed on the host restored', async () => {
+    const s = await setup('kill-agent');
+    const { client } = await coordinator(s);
+    const a1 = await agent(s, 'a1');
+    const a2 = await agent(s, 'a2');
+    const original = await readFile(SYSCTL, 'utf8');
+    const { id } = (await client.json('POST', '/v1/matrices', noop('kill-agent', 1, 1, 2000))) as { id: string };
+
+    let victim: Proc | undefined;
+    for (let i = 0; i < 200 && !victim; i++) {
+      const { agents } = (await client.json('GET', '/v1/agents')) as { agents: { machine: string; currentRun: unknown }[] };
+      const busy = agents.find((a) => a.currentRun !== null)?.machine;
+      victim = busy === 'a1' ? a1 : busy === 'a2' ? a2 : undefined;
+      if (!victim) await sleep(25);
+    }
+    if (!victim) throw new Error('no agent started the run');
+    const survivor = victim === a1 ? 'a2' : 'a1';
+    // The run's change to a host limit, made under the host lock and journaled first as every
+    // workload that measures the kernel does, by a process that then dies with the agent: the
+    // survivor must restore it once the lock lapses, though no-op runs never take the lock.
+    // The lock as the victim's heartbeat would hold it, lapsing a while after the victim dies.
+    const direct = new Redis(redis.url);
+    await direct.set(`${s.env.FSBENCH_QUEUE_PREFIX ?? ''}:host-lock:host-1`, 'the-victims-run', 'PX', 3000);
+    direct.disconnect();
+    const change = `
+      import { writeFileSync } from 'node:fs';
+      import { Journal } from ${JSON.stringify(JOURNAL_JS)};
+      const journal = await Journal.open(${JSON.stringify(path.join(s.env.FSBENCH_SCRATCH ?? '', 'journal'))});
+      await journal.record({ kind: 'sysctl', path: ${JSON.stringify(SYSCTL)}, original: ${JSON.stringify(original)} });
+      writeFileSync(${JSON.stringify(SYSCTL)}, '31\\n');
+      process.kill(process.pid, 'SIGKILL');`;
+    const helper = spawn(process.execPath, ['--input-type=module', '-e', change], { stdio: 'inherit', cwd: ROOT });
+    await new Promise((r) => helper.once('exit', r));
+    expect(await readFile(SYSCTL, 'utf8')).toBe('31\n');
+    victim.child.kill('SIGKILL');
+
+    const done = await waitState(client, id, (m) => m.state === 'done', 30_000);
+    expect(done.progress).toMatchObject({ stored: 1, expected: 1 });
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+    expectEachRunOnce(results, 1, 1);
+    expect(results.runs[0]).toMatchObject({ machine: survivor, attempts: 2 });
+    // Restored by the survivor while idle, within a few heartbeats of the lock lapsing.
+    for (let i = 0; i < 100 && (await readFile(SYSCTL, 'utf8')) !== original; i++) await sleep(50);
+    expect(await readFile(SYSCTL, 'utf8')).toBe(original);
+  });
+});
+
+describe('a run whose agents keep dying', () => {
+  it('is retried a bounded number of times, then stored as failed', async () => {
+    const s = await setup('give-up');
+    const { client } = await coordinator(s);
+    const once = { FSBENCH_MAX_ATTEMPTS: '1' };
+    const victim = await agent(s, 'a1', 'host-1', once);
+    const { id } = (await client.json('POST', '/v1/matrices', noop('give-up', 1, 1, 1500))) as { id: string };
+    for (let i = 0; i < 200; i++) {
+      const { agents } = (await client.json('GET', '/v1/agents')) as { agents: { currentRun: unknown }[] };
+      if (agents[0]?.currentRun) break;
+      await sleep(25);
+    }
+    victim.child.kill('SIGKILL');
+    // The survivor's stalled-job check finds the dead agent's run; with one attempt allowed it gives up.
+    await agent(s, 'a2', 'host-1', once);
+    await waitState(client, id, (m) => m.state === 'done', 30_000);
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results & { runs: { error?: { code: string; message: string } }[] };
+    expect(results.runs).toHaveLength(1);
+    expect(results.runs[0]).toMatchObject({ state: 'failed', error: { code: 'INTERNAL' } });
+    expect(results.runs[0]?.error?.message).toBe('the run was given up after 1 attempt(s) (1 by agents that died): job stalled more than allowable limit');
+  });
+});
+
+describe('an agent told to stop', () => {
+  it('abandons a run that outlasts the grace period, cleanly, and the run is retried once', async () => {
+    const s = await setup('sigterm');
+    const { client } = await coordinator(s);
+    const a1 = await agent(s, 'a1', 'host-1', { FSBENCH_STOP_GRACE: '300ms' });
+    const { id } = (await client.json('POST', '/v1/matrices', noop('sigterm', 1, 1, 2500))) as { id: string };
+    await a1.waitFor(/./, 1000);
+    for (let i = 0; i < 200; i++) {
+      const { agents } = (await client.json('GET', '/v1/agents')) as { agents: { currentRun: unknown }[] };
+      if (agents[0]?.currentRun) break;
+      await sleep(25);
+    }
+    const t = Date.now();
+    a1.child.kill('SIGTERM');
+    expect(await a1.exited()).toBe(0);
+    expect(Date.now() - t).toBeLessThan(3000);
+    expect(a1.output).toMatch(/abandoning it/);
+    expect(((await client.json('GET', '/v1/agents')) as { agents: unknown[] }).agents).toEqual([]);
+
+    await agent(s, 'a2');
+    await waitState(client, id, (m) => m.state === 'done', 30_000);
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+    expectEachRunOnce(results, 1, 1);
+    expect(results.runs[0]).toMatchObject({ machine: 'a2', attempts: 2 });
+  });
+});
+
+describe('the coordinator killed in the middle of a matrix', () => {
+  it('catches up on restart: every run stored exactly once, none lost', async () => {
+    const s = await setup('kill-coord');
+    const first = await coordinator(s);
+    await agent(s, 'a1', 'host-1');
+    await agent(s, 'b1', 'host-2');
+    const { id } = (await first.client.json('POST', '/v1/matrices', noop('kill-coord', 60, 2, 15))) as { id: string };
+    const before = await waitState(first.client, id, (m) => m.progress.stored >= 30);
+    first.proc.child.kill('SIGKILL');
+    await first.proc.exited();
+    await sleep(1000);
+
+    const second = await coordinator(s);
+    const done = await waitState(second.client, id, (m) => m.state === 'done');
+    expect(before.progress.stored).toBeLessThan(120);
+    expect(done.progress).toMatchObject({ stored: 120, expected: 120 });
+    const results = (await second.client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+    expectEachRunOnce(results, 60, 2);
+    expect(new Set(results.runs.map((r) => r.machine))).toEqual(new Set(['a1', 'b1']));
+  });
+});
+
+describe('Redis restarted in the middle of a matrix', () => {
+  it('the matrix completes, each run stored once', async () => {
+    const s = await setup('redis-restart');
+    const { client } = await coordinator(s);
+    await agent(s, 'a1', 'host-1');
+    await agent(s, 'b1', 'host-2');
+    const { id } = (await client.json('POST', '/v1/matrices', noop('redis-restart', 40, 2, 15))) as { id: string };
+    await waitState(client, id, (m) => m.progress.stored >= 20);
+    await redis.restart(500);
+    const done = await waitState(client, id, (m) => m.state === 'done');
+    expect(done.progress).toMatchObject({ stored: 80, expected: 80 });
+    expectEachRunOnce((await client.json('GET', `/v1/matrices/${id}/results`)) as Results, 40, 2);
+    await writeFile(path.join(s.dataDir, 'done'), '');
+  });
+});
