@@ -14,6 +14,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName, REPORT_FIELD, resultsStream } from '../coordinator/jobs.js';
 import { awaitRedis, connectRedis } from '../coordinator/redis.js';
 import { collectFingerprint } from '../runner/fingerprint.js';
+import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../runner/journal.js';
 import { Heartbeat } from './heartbeat.js';
 import { HostLock } from './host-lock.js';
@@ -56,7 +57,13 @@ async function kernelBootId(): Promise<string> {
 export async function startAgent(s: AgentSettings, log: (line: string) => void): Promise<RunningAgent> {
   const hostId = s.hostId ?? (await kernelBootId());
   const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  let fingerprint: MachineFingerprint = await collectFingerprint({ machine: s.machine, labels: s.labels });
+  // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
+  const sandbox = await connectSandbox({ log });
+  const fingerprintNow = async (): Promise<MachineFingerprint> => {
+    const f = await collectFingerprint({ machine: s.machine, labels: s.labels });
+    return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
+  };
+  let fingerprint: MachineFingerprint = await fingerprintNow();
   const journal = await Journal.open(path.join(s.scratch, 'journal'));
   const redis: Redis = connectRedis(s.redisUrl, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s.redisUrl, log);
@@ -74,6 +81,11 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     maxHoldMs: 10 * s.heartbeat,
     onAcquired: async () => {
       for (const line of await journal.recover()) log(`restored what a dead run left: ${line}`);
+      const swept = await sandbox?.recover(s.scratch).catch((err: unknown) => {
+        log(`sandbox sweep failed: ${err instanceof Error ? err.message : String(err)}`);
+        return [];
+      });
+      for (const line of swept ?? []) log(`removed what a dead run container left: ${line}`);
     },
     onLost: () => {
       log('host lock lost (Redis unreachable or the lock lapsed): abandoning the current run');
@@ -91,6 +103,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
       await redis.xadd(stream, '*', REPORT_FIELD, JSON.stringify(report));
     },
     log,
+    sandbox: sandbox ?? undefined,
   });
 
   const status = (): AgentStatus => ({
@@ -134,7 +147,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     });
   }
   const refresh = setInterval(() => {
-    collectFingerprint({ machine: s.machine, labels: s.labels }).then(
+    fingerprintNow().then(
       (f) => (fingerprint = f),
       () => undefined,
     );

@@ -17,6 +17,7 @@ import { WORKLOADS } from '../contract/workloads/index.js';
 import { runCell } from '../runner/run-cell.js';
 import type { Journal } from '../runner/journal.js';
 import { RunJob, type RunReport } from '../coordinator/jobs.js';
+import type { WorkloadRunner } from '../runner/workload.js';
 import type { HostLock } from './host-lock.js';
 import type { CurrentRun } from './registry.js';
 
@@ -32,6 +33,8 @@ export interface RunJobDeps {
   /** Appends a finished run to the results stream; the job completes only once this resolved. */
   readonly report: (report: RunReport) => Promise<void>;
   readonly log: (line: string) => void;
+  /** Runs cells with `container.*` parameters in fresh containers; absent without a Docker engine. */
+  readonly sandbox?: WorkloadRunner | undefined;
 }
 
 export class RunExecutor {
@@ -152,6 +155,7 @@ export class RunExecutor {
       scratchDir: this.deps.scratchDir,
       journal: this.deps.journal,
       signal,
+      ...(this.deps.sandbox ? { sandbox: this.deps.sandbox } : {}),
       log: (line: string) => {
         this.deps.log(`${job.matrixId} ${job.cell.id}#${job.repetition}: ${line}`);
       },

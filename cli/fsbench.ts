@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
+import { registerSandboxCommands } from './sandbox.js';
 
 const program = new Command('fsbench')
   .description('Distributed benchmarks of Linux filesystem behaviour: inotify throughput and metadata workloads')
@@ -15,6 +16,7 @@ const program = new Command('fsbench')
 
 registerLocalCommands(program);
 registerRemoteCommands(program);
+registerSandboxCommands(program);
 
 try {
   await program.parseAsync(process.argv);

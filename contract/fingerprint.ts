@@ -15,6 +15,36 @@ export const InotifyLimits = z
   .strict();
 export type InotifyLimits = z.infer<typeof InotifyLimits>;
 
+/**
+ * The Docker part of a machine fingerprint: which engine an agent's runs went through, with
+ * which storage driver and cgroup version, and what its own container was allowed to use. Two
+ * agents on one machine with different CPU or memory limits measure different things.
+ */
+export const DockerFingerprint = z
+  .object({
+    engineVersion: z.string(),
+    apiVersion: z.string(),
+    /** overlay2, btrfs, zfs, vfs ...: what `container.storage: overlay` actually measures. */
+    storageDriver: z.string(),
+    cgroupVersion: z.enum(['1', '2']).nullable(),
+    cgroupDriver: z.string().nullable(),
+    /** The agent's own container; null when the agent runs on the host. */
+    self: z
+      .object({
+        containerId: z.string(),
+        image: z.string(),
+        /** CPUs the container may use (NanoCpus, else quota / period); null = no limit. */
+        cpuLimit: z.number().positive().nullable(),
+        /** CPUs it is pinned to (`--cpuset-cpus`), null = any. */
+        cpuset: z.string().nullable(),
+        memoryLimitBytes: z.number().int().positive().nullable(),
+      })
+      .strict()
+      .nullable(),
+  })
+  .strict();
+export type DockerFingerprint = z.infer<typeof DockerFingerprint>;
+
 export const MachineFingerprint = z
   .object({
     hostname: z.string(),
@@ -35,7 +65,14 @@ export const MachineFingerprint = z
       })
       .strict(),
     memoryBytes: bytes,
-    container: z.object({ inContainer: z.boolean(), runtime: z.string().nullable() }).strict(),
+    container: z
+      .object({
+        inContainer: z.boolean(),
+        runtime: z.string().nullable(),
+        /** The Docker engine an agent with the socket runs containers through; null without one. */
+        docker: DockerFingerprint.nullable().default(null),
+      })
+      .strict(),
     inotifyLimits: InotifyLimits.nullable(),
     /** The filesystem type of the run's target directory (tmpfs, xfs, overlay ...), when known. */
     targetFs: z.string().nullable(),

@@ -1,0 +1,221 @@
+/**
+ * `docker compose up` as the user runs it: the images built from docker/Dockerfile, Redis, the
+ * coordinator and two agents with different labels; a matrix with placement `all` must come
+ * back from both agents through the results endpoint, and sandbox-mode cells on `overlay` and
+ * `tmpfs` must run in containers of their own. The stack is torn down (`down -v`) whatever
+ * happens. Works with `docker compose` (v2) or Debian's `docker-compose` 1.29.
+ *
+ * Needs a running Docker engine and the base images (scripts/base-images.sh creates them where
+ * no registry is reachable; this test runs it, and it returns at once when they exist).
+ */
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { PACKAGE_ROOT } from '../runner/native.js';
+import { dockerClient, engineReachable } from '../sandbox/engine.js';
+import { LABEL_RUN } from '../sandbox/runner.js';
+
+const exec = promisify(execFile);
+
+/** `docker compose` when the v2 plugin is there, else `docker-compose`, else null. */
+function composeCommand(): string[] | null {
+  if (spawnSync('docker', ['compose', 'version'], { stdio: 'ignore' }).status === 0) return ['docker', 'compose'];
+  if (spawnSync('docker-compose', ['version'], { stdio: 'ignore' }).status === 0) return ['docker-compose'];
+  return null;
+}
+
+const COMPOSE = composeCommand();
+const docker = dockerClient();
+// No skipping: without an engine these tests fail and say what to install (.ci/run does it).
+if (COMPOSE === null || !(await engineReachable(docker))) {
+  throw new Error('the compose tests need a running Docker engine and docker compose (or docker-compose): see .ci/run');
+}
+const composeCmd: string[] = COMPOSE;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => {
+        resolve(port);
+      });
+    });
+  });
+}
+
+/** Only what compose needs from this process's environment: REDIS_URL and friends of other tests stay out. */
+function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const k of ['PATH', 'HOME', 'DOCKER_HOST', 'DOCKER_CONFIG', 'XDG_RUNTIME_DIR']) {
+    const v = process.env[k];
+    if (v !== undefined) env[k] = v;
+  }
+  return env;
+}
+
+const Agents = z.object({ hosts: z.number(), agents: z.array(z.object({ hostId: z.string(), labels: z.array(z.string()) }).loose()) }).loose();
+const Submitted = z.object({ id: z.string() }).loose();
+const Detail = z.object({ state: z.string() }).loose();
+const Results = z
+  .object({
+    runs: z.array(
+      z
+        .object({
+          target: z.string(),
+          machine: z.string(),
+          state: z.enum(['ok', 'failed', 'skipped']),
+          params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+          info: z.record(z.string(), z.unknown()).optional(),
+          error: z.object({ code: z.string(), message: z.string() }).optional(),
+        })
+        .loose(),
+    ),
+  })
+  .loose();
+
+describe('compose.yaml', () => {
+  it('is a valid compose file', () => {
+    const [cmd = 'docker-compose', ...args] = composeCmd;
+    execFileSync(cmd, [...args, 'config', '-q'], { cwd: PACKAGE_ROOT, env: baseEnv(), stdio: ['ignore', 'ignore', 'inherit'] });
+  });
+
+  it('runs the agent with named capabilities, never privileged, and the coordinator without any', () => {
+    const Service = z.object({ privileged: z.boolean().optional(), cap_drop: z.array(z.string()).optional(), cap_add: z.array(z.string()).optional() }).loose();
+    const file = z.object({ services: z.object({ agent: Service, coordinator: Service, redis: Service }).loose() }).loose();
+    const text = readFileSync(path.join(PACKAGE_ROOT, 'compose.yaml'), 'utf8');
+    const { services } = file.parse(parseYaml(text, { merge: true }));
+    expect(services.agent.privileged).toBeUndefined();
+    expect(services.agent.cap_drop).toEqual(['ALL']);
+    expect(services.agent.cap_add).toEqual(['SYS_ADMIN', 'MKNOD', 'SYS_NICE']);
+    expect(services.coordinator.cap_drop).toEqual(['ALL']);
+    expect(services.coordinator.cap_add).toBeUndefined();
+  });
+});
+
+describe('the stack from compose.yaml, end to end', () => {
+  const project = `fsbench-e2e-${process.pid}`;
+  const token = randomBytes(16).toString('hex');
+  let base = '';
+  let env: Record<string, string> = {};
+
+  const compose = async (args: readonly string[], extra: Record<string, string> = {}, timeout = 600_000) => {
+    const [cmd = 'docker-compose', ...pre] = composeCmd;
+    return exec(cmd, [...pre, '-p', project, ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
+  };
+
+  const api = async (method: string, route: string, body?: string): Promise<unknown> => {
+    const res = await fetch(`${base}${route}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/yaml' }) },
+      ...(body === undefined ? {} : { body }),
+    });
+    const json: unknown = await res.json();
+    if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+
+  const until = async <T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> => {
+    const deadline = Date.now() + ms;
+    let last: unknown;
+    while (Date.now() < deadline) {
+      try {
+        const v = await probe();
+        if (v !== undefined) return v;
+      } catch (err) {
+        last = err;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    throw new Error(`timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
+  };
+
+  /** Submits a matrix and waits until it is done; returns its stored runs. */
+  const runMatrix = async (yaml: string) => {
+    const { id } = Submitted.parse(await api('POST', '/v1/matrices', yaml));
+    await until(`matrix ${id}`, 180_000, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined));
+    return Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`)).runs;
+  };
+
+  const teardown = async () => {
+    const logs = await compose(['logs', '--no-color', '--tail', '40']).catch(() => null);
+    if (logs && process.env['FSBENCH_E2E_LOGS'] === '1') process.stderr.write(logs.stdout);
+    await compose(['down', '-v', '--remove-orphans', '--timeout', '20'], {}, 180_000);
+  };
+
+  beforeAll(async () => {
+    const ports = { api: await freePort(), redis: await freePort() };
+    base = `http://127.0.0.1:${ports.api}`;
+    env = {
+      ...baseEnv(),
+      FSBENCH_TOKEN: token,
+      FSBENCH_PUBLISH: `127.0.0.1:${ports.api}`,
+      FSBENCH_REDIS_PUBLISH: `127.0.0.1:${ports.redis}`,
+    };
+    try {
+      await exec('bash', ['scripts/base-images.sh'], { cwd: PACKAGE_ROOT, timeout: 600_000 });
+      await compose(['build']);
+      // Two agents, one scaled service: the second `up` adds a replica with other settings and
+      // leaves the first alone. Different host ids let both take part in `placement: all`.
+      await compose(['up', '-d', '--scale', 'agent=1'], { FSBENCH_LABELS: 'e2e-alpha', FSBENCH_HOST_ID: 'e2e-alpha' });
+      await compose(['up', '-d', '--scale', 'agent=2', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta' });
+      await until('two live agents', 120_000, async () => {
+        const a = Agents.parse(await api('GET', '/v1/agents'));
+        return a.hosts === 2 ? a : undefined;
+      });
+    } catch (err) {
+      await teardown().catch(() => undefined);
+      throw err;
+    }
+  }, 1_200_000);
+
+  afterAll(async () => {
+    await teardown();
+    const left = await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${project}`] } });
+    expect(left).toEqual([]);
+  }, 240_000);
+
+  it('brings up two agents with their labels', async () => {
+    const a = Agents.parse(await api('GET', '/v1/agents'));
+    expect(a.agents.map((x) => x.labels).sort()).toEqual([['e2e-alpha'], ['e2e-beta']]);
+  });
+
+  it('runs a placement-all matrix on both agents and serves every result', async () => {
+    const runs = await runMatrix('name: e2e-all\nworkload: noop\nwarmup: 0\nrepetitions: 2\nparams:\n  value: [1, 2]\nplacement: all\n');
+    expect(runs).toHaveLength(8);
+    expect(runs.every((r) => r.state === 'ok')).toBe(true);
+    expect(new Set(runs.map((r) => r.target))).toEqual(new Set(['e2e-alpha', 'e2e-beta']));
+    expect(new Set(runs.map((r) => r.machine)).size).toBe(2);
+  }, 240_000);
+
+  it('runs sandbox-mode cells on overlay and tmpfs in containers of their own, and removes them', async () => {
+    const runs = await runMatrix(
+      [
+        'name: e2e-sandbox',
+        'workload: inotify',
+        'warmup: 0',
+        'repetitions: 1',
+        'params:',
+        '  container.storage: [overlay, tmpfs]',
+        '  duration: 300ms',
+        '  files: 16',
+        '  writers: 2',
+        'placement: { labels: [e2e-alpha] }',
+        '',
+      ].join('\n'),
+    );
+    const failures = runs.filter((r) => r.state !== 'ok').map((r) => `${String(r.params['container.storage'])}: ${r.error?.code ?? r.state} ${r.error?.message ?? ''}`);
+    expect(failures).toEqual([]);
+    expect(runs.map((r) => r.params['container.storage']).sort()).toEqual(['overlay', 'tmpfs']);
+    for (const r of runs) expect(r.info?.['sandboxImage']).toMatch(/^[0-9a-f]{12}$/);
+    expect(await docker.listContainers({ all: true, filters: { label: [LABEL_RUN] } })).toEqual([]);
+  }, 240_000);
+});
