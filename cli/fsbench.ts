@@ -5,6 +5,7 @@
  */
 import { Command } from 'commander';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
+import { registerCompareCommands } from './compare.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
 import { registerSandboxCommands } from './sandbox.js';
@@ -15,6 +16,7 @@ const program = new Command('fsbench')
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
 registerLocalCommands(program);
+registerCompareCommands(program);
 registerRemoteCommands(program);
 registerSandboxCommands(program);
 

@@ -5,11 +5,16 @@
 import express, { type Express } from 'express';
 import type { Redis } from 'ioredis';
 import { liveAgents } from '../agent/registry.js';
-import { requireRead, type AuthConfig } from './auth.js';
+import { compareRouter, resultsUploadRouter } from '../compare/routes.js';
+import { storeResultSink, storeRunSource } from '../compare/store-adapter.js';
+import { dashboardRouter } from '../dashboard/routes.js';
+import type { CoordinatorMetrics } from '../stats/metrics-route.js';
+import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import type { Dispatcher } from './dispatch.js';
 import { errorHandler, HttpError } from './errors.js';
 import type { ProgressHub } from './events.js';
 import { matricesRouter, withDeadline, type Limits } from './matrices.js';
+import { coordinatorMetrics } from './metrics.js';
 import type { Store } from './store.js';
 
 export interface AppDeps {
@@ -21,8 +26,12 @@ export interface AppDeps {
   readonly auth: AuthConfig;
   readonly limits: Limits;
   readonly log: (line: string) => void;
+  /** `GET /metrics`; one reading this app's own deps when not given. */
+  readonly metrics?: CoordinatorMetrics;
 }
 
+/** Uploaded result files may be far larger than a matrix; they are still bounded. */
+const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
 const READY_DEADLINE_MS = 2000;
 
 export function buildApp(d: AppDeps): Express {
@@ -60,6 +69,12 @@ export function buildApp(d: AppDeps): Express {
     const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
     res.json({ hosts: new Set(agents.map((a) => a.hostId)).size, agents });
   });
+
+  const read = requireRead(d.auth);
+  app.use(compareRouter({ source: storeRunSource(d.store), read }));
+  app.use(resultsUploadRouter({ sink: storeResultSink(d.store), write: requireWrite(d.auth), maxBody: Math.max(d.limits.maxBody, MAX_UPLOAD_BYTES) }));
+  app.use((d.metrics ?? coordinatorMetrics(d)).router);
+  app.use(dashboardRouter({ read }));
 
   app.use((req) => {
     throw new HttpError('NOT_FOUND', `no route ${req.method} ${req.path}`);

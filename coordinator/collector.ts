@@ -36,6 +36,8 @@ export interface CollectorDeps {
   readonly prefix: string;
   /** Told which matrices changed, after each stored batch. */
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
+  /** Told of every run result as it is stored (run-duration metrics). */
+  readonly onStored?: (runs: readonly StoredRun[]) => void;
   readonly log: (line: string) => void;
   /** How long a read waits for new results, and how often the failed sets are looked at. */
   readonly pollMs: number;
@@ -115,6 +117,7 @@ export class Collector {
       if (run) runs.push(run);
     }
     const changed = this.deps.store.storeRuns(runs);
+    this.deps.onStored?.(runs);
     // Deleted only once stored: a crash in between stores them again, and duplicates are ignored.
     await this.deps.redis.xdel(this.stream, ...entries.map(([id]) => id));
     this.lastId = last[0];
@@ -159,6 +162,7 @@ export class Collector {
       if (run) runs.push(run);
     }
     const changed = this.deps.store.storeRuns(runs);
+    this.deps.onStored?.(runs);
     // Removed only once stored, as above.
     await Promise.all(jobs.map((job) => (job.id === undefined ? Promise.resolve(0) : q.remove(job.id))));
     if (changed.size > 0) this.deps.onChange(changed);

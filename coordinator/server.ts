@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import { buildApp } from './app.js';
 import { describeAuth } from './auth.js';
 import { Collector } from './collector.js';
+import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher } from './dispatch.js';
 import { ProgressHub } from './events.js';
 import { awaitRedis, connectRedis } from './redis.js';
@@ -42,6 +43,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
   const store = Store.open(s.dataDir);
   const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts);
   const hub = new ProgressHub(store);
+  const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix });
   const collector = new Collector({
     store,
     dispatcher,
@@ -49,6 +51,9 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     prefix: s.queuePrefix,
     onChange: (ids) => {
       hub.changed(ids);
+    },
+    onStored: (runs) => {
+      for (const run of runs) if (run.kind === 'result') metrics.observeRun(run.result);
     },
     log,
     pollMs: COLLECT_POLL_MS,
@@ -81,6 +86,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     auth,
     limits: { maxBody: s.maxBody, maxRuns: s.maxRuns, maxDuration: s.maxDuration, maxQueued: s.maxQueued },
     log,
+    metrics,
   });
   const server = await new Promise<Server>((resolve, reject) => {
     const srv = app.listen(s.port, s.host, (err?: Error) => {

@@ -24,8 +24,29 @@ export function sorted(values: readonly number[]): number[] {
   return [...values].sort((a, b) => a - b);
 }
 
+/**
+ * A sorted copy, by insertion sort up to 64 values: aggregation sorts hundreds of thousands of
+ * arrays of 3 to 100 repetitions, where a comparator call per comparison (Array#sort) or a
+ * typed array's backing store costs more than the sort itself.
+ */
+export function sortedCopy(values: ArrayLike<number>): number[] {
+  const n = values.length;
+  if (n > 64) return Array.from(new Float64Array(values).sort());
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const v = values[i] ?? Number.NaN;
+    let j = i - 1;
+    while (j >= 0 && (out[j] ?? 0) > v) {
+      out[j + 1] = out[j] ?? 0;
+      j--;
+    }
+    out[j + 1] = v;
+  }
+  return out;
+}
+
 /** Median of sorted values: the middle one, or the mean of the two middle ones. */
-export function medianOfSorted(s: readonly number[]): number {
+export function medianOfSorted(s: ArrayLike<number>): number {
   const n = s.length;
   if (n === 0) return Number.NaN;
   const mid = Math.floor(n / 2);
@@ -33,24 +54,25 @@ export function medianOfSorted(s: readonly number[]): number {
   return n % 2 === 1 ? hi : ((s[mid - 1] ?? Number.NaN) + hi) / 2;
 }
 
-export function median(values: readonly number[]): number {
-  return medianOfSorted(sorted(values));
+export function median(values: ArrayLike<number>): number {
+  return medianOfSorted(sortedCopy(values));
 }
 
-export function mean(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
+export function mean(values: ArrayLike<number>): number {
+  const n = values.length;
+  if (n === 0) return Number.NaN;
   let sum = 0;
-  for (const v of values) sum += v;
-  return sum / values.length;
+  for (let i = 0; i < n; i++) sum += values[i] ?? 0;
+  return sum / n;
 }
 
 /** Sample standard deviation, sqrt(sum((x - mean)^2) / (n - 1)). */
-export function stddev(values: readonly number[], knownMean?: number): number {
+export function stddev(values: ArrayLike<number>, knownMean?: number): number {
   const n = values.length;
   if (n < 2) return 0;
   const m = knownMean ?? mean(values);
   let ss = 0;
-  for (const v of values) ss += (v - m) ** 2;
+  for (let i = 0; i < n; i++) ss += ((values[i] ?? 0) - m) ** 2;
   return Math.sqrt(ss / (n - 1));
 }
 
@@ -72,7 +94,7 @@ function binomialHalfCdf(n: number, k: number): number {
  * Reference: W. J. Conover, Practical Nonparametric Statistics, 3rd ed. (1999), section 3.2.
  */
 export function medianConfidenceInterval(
-  s: readonly number[],
+  s: ArrayLike<number>,
   level = 0.95,
 ): { low: number; high: number; level: number } | null {
   const n = s.length;
@@ -85,26 +107,31 @@ export function medianConfidenceInterval(
 }
 
 /** The rank j and coverage depend on n and the level only: aggregating 10,000 cells computes each once. */
-const ciRanks = new Map<string, { j: number; level: number } | null>();
+const ciRanks = new Map<number, Map<number, { j: number; level: number } | null>>();
 
 function medianCiRank(n: number, level: number): { j: number; level: number } | null {
-  const key = `${n}:${level}`;
-  const cached = ciRanks.get(key);
+  let byN = ciRanks.get(level);
+  if (!byN) ciRanks.set(level, (byN = new Map<number, { j: number; level: number } | null>()));
+  const cached = byN.get(n);
   if (cached !== undefined) return cached;
   const alphaHalf = (1 - level) / 2;
   let j = 0;
   while (j + 1 <= n / 2 && binomialHalfCdf(n, j) <= alphaHalf) j++;
   const rank = j === 0 ? null : { j, level: 1 - 2 * binomialHalfCdf(n, j - 1) };
-  if (ciRanks.size > 10_000) ciRanks.clear();
-  ciRanks.set(key, rank);
+  if (byN.size > 10_000) byN.clear();
+  byN.set(n, rank);
   return rank;
 }
 
-export function summarize(values: readonly number[]): Summary {
-  const s = sorted(values);
+export function summarize(values: ArrayLike<number>): Summary {
+  return summarizeSorted(sortedCopy(values));
+}
+
+/** `summarize` of values already sorted ascending. */
+export function summarizeSorted(s: readonly number[]): Summary {
   const m = mean(s);
   const sd = stddev(s, m);
-  const ci = medianConfidenceInterval(s);
+  const rank = medianCiRank(s.length, 0.95);
   return {
     n: s.length,
     median: medianOfSorted(s),
@@ -113,8 +140,9 @@ export function summarize(values: readonly number[]): Summary {
     cv: m !== 0 && s.length > 0 ? sd / Math.abs(m) : null,
     min: s[0] ?? Number.NaN,
     max: s[s.length - 1] ?? Number.NaN,
-    ciLow: ci?.low ?? null,
-    ciHigh: ci?.high ?? null,
-    ciLevel: ci?.level ?? null,
+    // Order statistics x(j) and x(n-j+1), as medianConfidenceInterval gives them.
+    ciLow: rank ? (s[rank.j - 1] ?? null) : null,
+    ciHigh: rank ? (s[s.length - rank.j] ?? null) : null,
+    ciLevel: rank ? rank.level : null,
   };
 }

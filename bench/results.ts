@@ -1,0 +1,213 @@
+/**
+ * `npm run bench:results`: what aggregation and compare cost over stored runs, each measured
+ * beside a bare scan of the same rows (read from the store, not aggregated) in the same run.
+ *
+ * The rows are real: synthetic inotify runs (28 metrics each) stored through the coordinator's
+ * own Store into SQLite, 10,000 cells each time:
+ * - aggregation over 100,000 runs (10 per cell) and 1,000,000 runs (100 per cell): the same
+ *   cells with ten times the runs, so time should grow tenfold and memory not at all;
+ * - compare of two matrices of 10,000 cells x 5 runs (the headline metrics, with a
+ *   Mann-Whitney test and a ratio interval per cell and metric).
+ * Every measurement runs in a fresh child process, so its peak RSS is its own; scan and work
+ * alternate over three rounds and the median is reported. Results go to
+ * bench/results/results.json.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
+import { CompareSide, compareSides } from '../compare/compare.js';
+import { storeRunSource } from '../compare/store-adapter.js';
+import { syntheticRunStream } from '../compare/synthetic.js';
+import { Store, type StoredRun } from '../coordinator/store.js';
+import { CellAggregator } from '../stats/aggregate.js';
+import { median } from '../stats/summary.js';
+
+const HERE = fileURLToPath(import.meta.url);
+const OUT_DIR = path.join(path.dirname(HERE), '..', '..', 'bench', 'results');
+
+/** 25 file counts x 16 buffer sizes x 25 writer counts = 10,000 cells, the most one matrix may have. */
+function benchCells(): Cell[] {
+  return expandMatrix(
+    parseMatrix({
+      name: 'bench',
+      workload: 'inotify',
+      repetitions: 1,
+      warmup: 0,
+      params: {
+        files: Array.from({ length: 25 }, (_, i) => 64 * (i + 1)),
+        bufferBytes: Array.from({ length: 16 }, (_, i) => 1024 * 2 ** i),
+        writers: Array.from({ length: 25 }, (_, i) => i + 1),
+      },
+    }),
+  );
+}
+
+function populate(store: Store, id: string, cells: readonly Cell[], repetitions: number, seed: number, effect = 1): void {
+  const spec = parseMatrix({ name: id, workload: 'inotify', repetitions: Math.min(repetitions, 1000), warmup: 0 });
+  store.createMatrix({ id, spec, targets: [{ target: 'any', machine: null }], cells, expectedRuns: cells.length * repetitions, estimatedMs: 0 });
+  store.markEnqueued(id);
+  let batch: StoredRun[] = [];
+  const stream = syntheticRunStream(cells, repetitions, { matrixId: id, machine: { machine: 'bench' }, seed, noise: 0.03, effect: (c) => (c.params['files'] === 64 ? effect : 1) });
+  for (const result of stream) {
+    batch.push({ kind: 'result', matrixId: id, target: 'any', result, attempts: 1 });
+    if (batch.length === 5000) {
+      store.storeRuns(batch);
+      batch = [];
+    }
+  }
+  if (batch.length > 0) store.storeRuns(batch);
+}
+
+interface Measurement {
+  readonly ms: number;
+  readonly rows: number;
+  readonly cells: number;
+  /** Peak resident set of the process doing it (it does nothing else). */
+  readonly maxRssBytes: number;
+  /** The peak above the resident set before the work began: what the work itself held. */
+  readonly rssGrowthBytes: number;
+  /** Largest V8 heap seen, sampled every 4096 rows. */
+  readonly heapPeakBytes: number;
+}
+
+/** Counts rows and samples the heap as they pass, the same for every kind of work. */
+function* sampled<T>(rows: Iterable<T>, state: { rows: number; heapPeak: number }): Generator<T> {
+  for (const r of rows) {
+    if ((++state.rows & 4095) === 0) state.heapPeak = Math.max(state.heapPeak, process.memoryUsage().heapUsed);
+    yield r;
+  }
+}
+
+function child(kind: string, dir: string, ids: string[]): Measurement {
+  const store = Store.open(dir);
+  const source = storeRunSource(store);
+  const state = { rows: 0, heapPeak: process.memoryUsage().heapUsed };
+  const rss0 = process.memoryUsage().rss;
+  const t0 = performance.now();
+  let cells = 0;
+  if (kind === 'scan') {
+    // Read every row as the store returns it, and nothing more.
+    let bytes = 0;
+    for (const id of ids) for (const row of sampled(store.iterateRuns(id), state)) bytes += row.metrics?.length ?? 0;
+    cells = bytes > 0 ? 0 : -1;
+  } else if (kind === 'aggregate') {
+    const id = ids[0] ?? '';
+    const agg = new CellAggregator({ grouped: true });
+    for (const run of sampled(source(id)?.runs ?? [], state)) agg.add(run);
+    cells = agg.finish().length;
+  } else if (kind === 'compare') {
+    const [a, b] = ids.map((id) => source(id));
+    const sa = new CompareSide('a', undefined, undefined);
+    const sb = new CompareSide('b', undefined, undefined);
+    for (const run of sampled(a?.runs ?? [], state)) sa.add(run);
+    for (const run of sampled(b?.runs ?? [], state)) sb.add(run);
+    const report = compareSides(sa, sb);
+    cells = report.rows.length;
+  }
+  const ms = performance.now() - t0;
+  store.close();
+  const maxRssBytes = process.resourceUsage().maxRSS * 1024;
+  return { ms, rows: state.rows, cells, maxRssBytes, rssGrowthBytes: maxRssBytes - rss0, heapPeakBytes: state.heapPeak };
+}
+
+function measure(kind: string, dir: string, ids: string[]): Measurement {
+  const out = execFileSync(process.execPath, ['--max-old-space-size=4096', HERE, '--child', kind, dir, ...ids], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  return JSON.parse(out) as Measurement;
+}
+
+/** Median time and worst memory over rounds that alternate the scan and the work. */
+function rounds(work: string, dir: string, ids: string[], n: number): { scan: Measurement; work: Measurement } {
+  const scans: Measurement[] = [];
+  const works: Measurement[] = [];
+  for (let i = 0; i < n; i++) {
+    scans.push(measure('scan', dir, ids));
+    works.push(measure(work, dir, ids));
+  }
+  const pick = (ms: Measurement[]): Measurement => {
+    const first = ms[0];
+    if (!first) throw new Error('no measurement');
+    return {
+      ...first,
+      ms: median(ms.map((m) => m.ms)),
+      maxRssBytes: Math.max(...ms.map((m) => m.maxRssBytes)),
+      rssGrowthBytes: Math.max(...ms.map((m) => m.rssGrowthBytes)),
+      heapPeakBytes: Math.max(...ms.map((m) => m.heapPeakBytes)),
+    };
+  };
+  return { scan: pick(scans), work: pick(works) };
+}
+
+const MiB = 1024 ** 2;
+const fmtMs = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`);
+const fmtMiB = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
+
+function main(): void {
+  const scale = Number(process.env['BENCH_SCALE'] ?? '1');
+  const n = Number(process.env['BENCH_ROUNDS'] ?? '3');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'fsbench-bench-results-'));
+  try {
+    const cells = benchCells();
+    const reps = (r: number) => Math.max(1, Math.round(r * scale));
+    const store = Store.open(dir);
+    const plan: [string, number, number, number][] = [
+      ['agg100k', reps(10), 1, 1],
+      ['agg1m', reps(100), 2, 1],
+      ['cmpA', reps(5), 3, 1],
+      ['cmpB', reps(5), 4, 1.1],
+    ];
+    for (const [id, r, seed, effect] of plan) {
+      const t = performance.now();
+      populate(store, id, cells, r, seed, effect);
+      process.stderr.write(`bench:results: stored ${id}: ${cells.length} cells x ${r} runs in ${fmtMs(performance.now() - t)}\n`);
+    }
+    store.close();
+
+    const scenarios = [
+      { name: 'aggregate', label: `aggregation, ${cells.length * reps(10)} runs`, ids: ['agg100k'], work: 'aggregate' },
+      { name: 'aggregate', label: `aggregation, ${cells.length * reps(100)} runs`, ids: ['agg1m'], work: 'aggregate' },
+      { name: 'compare', label: `compare, 2 x ${cells.length} cells (${2 * cells.length * reps(5)} runs)`, ids: ['cmpA', 'cmpB'], work: 'compare' },
+    ];
+    const results = scenarios.map((s) => {
+      const r = rounds(s.work, dir, s.ids, n);
+      const ratio = r.work.ms / r.scan.ms;
+      process.stderr.write(
+        `bench:results: ${s.label}: scan ${fmtMs(r.scan.ms)} (${fmtMiB(r.scan.rssGrowthBytes)}), ${s.work} ${fmtMs(r.work.ms)} (${fmtMiB(r.work.rssGrowthBytes)}): ${ratio.toFixed(2)}x\n`,
+      );
+      return { ...s, rows: r.work.rows, cells: r.work.cells, scan: r.scan, result: r.work, timeRatio: ratio };
+    });
+    const [small, large] = results;
+    const summary = small && large
+      ? {
+          runsGrowth: large.rows / small.rows,
+          aggregationTimeGrowth: large.result.ms / small.result.ms,
+          scanTimeGrowth: large.scan.ms / small.scan.ms,
+          aggregationRssGrowth: large.result.rssGrowthBytes / small.result.rssGrowthBytes,
+          aggregationHeapPeakGrowth: large.result.heapPeakBytes / small.result.heapPeakBytes,
+          worstTimeRatio: Math.max(...results.map((x) => x.timeRatio)),
+        }
+      : null;
+    const doc = {
+      generatedAt: new Date().toISOString(),
+      machine: { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, memoryBytes: os.totalmem(), node: process.version },
+      scale,
+      rounds: n,
+      scenarios: results,
+      summary,
+    };
+    mkdirSync(OUT_DIR, { recursive: true });
+    writeFileSync(path.join(OUT_DIR, 'results.json'), `${JSON.stringify(doc, null, 2)}\n`);
+    process.stdout.write(`${JSON.stringify(summary, null, 2)}\nwritten to ${path.join(OUT_DIR, 'results.json')}\n`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--child') {
+  const [, , , kind = '', dir = '', ...ids] = process.argv;
+  process.stdout.write(JSON.stringify(child(kind, dir, ids)));
+} else {
+  main();
+}

@@ -1,0 +1,181 @@
+/**
+ * `fsbench compare A B` (benchstat-style, on `.jsonl` files from `fsbench run --out` or on
+ * matrices stored by a coordinator) and `fsbench upload FILE` (local runs into a coordinator).
+ */
+import { Command, Option } from 'commander';
+import { z } from 'zod';
+import { FsbenchError } from '../contract/errors.js';
+import { CellParams } from '../contract/matrix.js';
+import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
+import { CompareSide, compareSides } from '../compare/compare.js';
+import { COMPARE_FORMAT_NAMES, COMPARE_FORMATS, type CompareFormatName } from '../compare/formats/index.js';
+import { readRunsFile, scanRunsFile } from '../compare/jsonl.js';
+import { loadSettings } from '../settings/index.js';
+
+type CompareFlags = {
+  metric?: string[];
+  format: CompareFormatName;
+  alpha: string;
+  baselineMachine?: string;
+  candidateMachine?: string;
+  url?: string;
+  token?: string;
+};
+
+const REMOTE = /^matrix:(.+)$/;
+
+/** What `GET /v1/matrices/:id/results` answers, as far as compare reads it. */
+const RemoteResults = z.object({
+  matrix: z.object({ id: z.string(), name: z.string(), workload: z.enum(WORKLOAD_NAMES) }).loose(),
+  runs: z.array(
+    z
+      .object({
+        cellId: z.string(),
+        machine: z.string(),
+        state: z.enum(['ok', 'failed', 'skipped']),
+        params: CellParams,
+        metrics: z.record(z.string(), z.number().nullable()).optional(),
+        error: z.object({ code: z.string(), message: z.string() }).optional(),
+        reason: z.string().optional(),
+      })
+      .loose(),
+  ),
+  machines: z
+    .array(z.object({ machine: z.string(), fingerprint: z.object({ cpu: z.object({ l3Bytes: z.number().nullable() }).loose() }).loose() }).loose())
+    .default([]),
+});
+
+async function request(url: string, init: RequestInit, what: string): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    throw new FsbenchError('CONFIG_INVALID', `cannot reach the coordinator at ${url} for ${what}${cause} (is it running? set --url or FSBENCH_URL)`);
+  }
+}
+
+async function failure(res: Response, what: string): Promise<FsbenchError> {
+  let message = `${res.status} ${res.statusText}`;
+  try {
+    const body = (await res.json()) as { error?: { message?: string; issues?: { path: string; message: string }[] } };
+    if (body.error?.message) message = body.error.message;
+    if (body.error?.issues) message += `\n  ${body.error.issues.map((i) => `${i.path}: ${i.message}`).join('\n  ')}`;
+  } catch {
+    // Not our JSON error body: the status line says enough.
+  }
+  return new FsbenchError(res.status >= 500 ? 'INTERNAL' : 'CONFIG_INVALID', `${what}: ${message}`);
+}
+
+async function feedRemote(side: CompareSide, id: string, url: string, token: string | undefined): Promise<void> {
+  const target = `${url.replace(/\/$/, '')}/v1/matrices/${encodeURIComponent(id)}/results`;
+  const res = await request(target, { headers: token ? { authorization: `Bearer ${token}` } : {} }, `matrix ${id}`);
+  if (!res.ok) throw await failure(res, `reading matrix ${id}`);
+  const parsed = RemoteResults.safeParse(await res.json());
+  if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
+  const { matrix, runs, machines } = parsed.data;
+  const l3 = new Map(machines.map((m) => [m.machine, m.fingerprint.cpu.l3Bytes]));
+  for (const r of runs) {
+    side.add({
+      matrix: matrix.id,
+      cellId: r.cellId,
+      workload: matrix.workload,
+      params: r.params,
+      state: r.state,
+      fingerprint: { machine: r.machine, cpu: { l3Bytes: l3.get(r.machine) ?? null } },
+      ...(r.metrics ? { metrics: r.metrics } : {}),
+      ...(r.error ? { error: r.error } : {}),
+      ...(r.reason === undefined ? {} : { reason: r.reason }),
+    });
+  }
+}
+
+async function compareCommand(baseline: string, candidate: string, flags: CompareFlags): Promise<void> {
+  const alpha = Number(flags.alpha);
+  if (!(alpha > 0 && alpha < 0.5)) throw new FsbenchError('CONFIG_INVALID', `--alpha ${flags.alpha} is not a number between 0 and 0.5`);
+  const metrics = flags.metric?.flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
+  const remote = [baseline, candidate].some((x) => REMOTE.test(x));
+  const settings = remote ? loadSettings(['url', 'token'], flags) : undefined;
+  const feed = async (side: CompareSide, ref: string) => {
+    const id = REMOTE.exec(ref)?.[1];
+    if (id !== undefined && settings) await feedRemote(side, id, settings.url, settings.token);
+    else {
+      await scanRunsFile(ref, (run) => {
+        side.add(run);
+      });
+    }
+  };
+  const useMetrics = metrics && metrics.length > 0 ? metrics : undefined;
+  const a = new CompareSide(baseline, useMetrics, flags.baselineMachine);
+  const b = new CompareSide(candidate, useMetrics, flags.candidateMachine);
+  await feed(a, baseline);
+  await feed(b, candidate);
+  for (const [side, machine, flag] of [[a, flags.baselineMachine, '--baseline-machine'], [b, flags.candidateMachine, '--candidate-machine']] as const) {
+    if (machine !== undefined && side.runs === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
+  }
+  const report = compareSides(a, b, { ...(useMetrics ? { metrics: useMetrics } : {}), alpha });
+  if (useMetrics && report.rows.length === 0 && report.unmatched.baseline.length + report.unmatched.candidate.length === 0) {
+    throw new FsbenchError('CONFIG_INVALID', `no run has the metric ${useMetrics.join(', ')}`);
+  }
+  process.stdout.write(COMPARE_FORMATS[flags.format](report));
+}
+
+/**
+ * The coordinator files uploaded runs under one matrix per (machine, matrix name, workload),
+ * with the cells the upload carries; so each such group goes in one request, whole. Its
+ * default limit for uploads is 64 MiB, about 25,000 runs.
+ */
+const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
+
+async function uploadCommand(file: string, flags: { url?: string; token?: string }): Promise<void> {
+  const settings = loadSettings(['url', 'token'], flags);
+  const runs = await readRunsFile(file);
+  const target = `${settings.url.replace(/\/$/, '')}/v1/results`;
+  const groups = new Map<string, string[]>();
+  for (const r of runs) {
+    const key = JSON.stringify([r.fingerprint.machine, r.matrix, r.workload]);
+    const lines = groups.get(key) ?? [];
+    lines.push(JSON.stringify(r));
+    groups.set(key, lines);
+  }
+  let stored = 0;
+  let duplicates = 0;
+  for (const [key, lines] of groups) {
+    const body = `${lines.join('\n')}\n`;
+    if (Buffer.byteLength(body) > MAX_UPLOAD_BYTES) {
+      throw new FsbenchError('CONFIG_INVALID', `${file}: the runs of ${key} take more than 64 MiB, more than one upload may carry: split the matrix`);
+    }
+    const headers: Record<string, string> = { 'content-type': 'application/x-ndjson' };
+    if (settings.token) headers['authorization'] = `Bearer ${settings.token}`;
+    const res = await request(target, { method: 'POST', headers, body }, 'the upload');
+    if (!res.ok) throw await failure(res, `uploading ${file}`);
+    const answer = (await res.json()) as { stored: number; duplicates: number; matrices: { id: string; name: string; machine: string }[] };
+    stored += answer.stored;
+    duplicates += answer.duplicates;
+    for (const m of answer.matrices) process.stdout.write(`matrix ${m.id}: ${m.name} from ${m.machine}\n`);
+  }
+  process.stdout.write(`${stored} runs stored, ${duplicates} already there\n`);
+}
+
+export function registerCompareCommands(program: Command): void {
+  program
+    .command('compare')
+    .description('compare two result sets cell by cell: medians, delta, ratio CI, Mann-Whitney p (~ when not significant)')
+    .argument('<baseline>', 'a .jsonl file from `fsbench run --out`, or matrix:ID on the coordinator')
+    .argument('<candidate>', 'a .jsonl file, or matrix:ID')
+    .option('-m, --metric <names...>', 'metrics to compare (comma-separated or repeated); default: the workload\'s headline metrics')
+    .addOption(new Option('-f, --format <format>', 'output format').choices(COMPARE_FORMAT_NAMES).default('table'))
+    .option('--alpha <p>', 'significance level of the Mann-Whitney test', '0.05')
+    .option('--baseline-machine <name>', 'only the baseline runs from this machine')
+    .option('--candidate-machine <name>', 'only the candidate runs from this machine')
+    .option('--url <url>', 'coordinator for matrix:ID arguments (FSBENCH_URL)')
+    .option('--token <token>', 'bearer token for the coordinator (FSBENCH_TOKEN)')
+    .action(compareCommand);
+
+  program
+    .command('upload')
+    .description('send a .jsonl file from `fsbench run --out` to the coordinator, where it joins comparisons (stored once however often it is sent)')
+    .argument('<file>', 'the .jsonl file')
+    .option('--url <url>', 'the coordinator (FSBENCH_URL)')
+    .option('--token <token>', 'bearer token (FSBENCH_TOKEN)')
+    .action(uploadCommand);
+}

@@ -1,0 +1,89 @@
+/**
+ * The compare report as a zod schema, for `GET /openapi.json`. The compile-time check at the
+ * bottom keeps it in step with the TypeScript interfaces in compare.ts.
+ */
+import { z } from 'zod';
+import { CellParams } from '../contract/matrix.js';
+import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
+import type { CompareReport } from './compare.js';
+
+const direction = z.enum(['higher', 'lower', 'neutral']);
+
+const Side = z.object({
+  n: z.number().int(),
+  median: z.number(),
+  min: z.number(),
+  max: z.number(),
+  cv: z.number().nullable(),
+  noise: z.object({ noisy: z.boolean(), reasons: z.array(z.string()), outliers: z.array(z.number().int()) }),
+});
+
+const SetInfo = z.object({
+  name: z.string(),
+  runs: z.number().int(),
+  okRuns: z.number().int(),
+  machines: z.array(z.string()),
+  matrices: z.array(z.string()),
+});
+
+export const CompareReportSchema = z
+  .object({
+    baseline: SetInfo,
+    candidate: SetInfo,
+    alpha: z.number(),
+    level: z.number(),
+    matchedBy: z.enum(['params', 'params+machine']),
+    differing: z.array(
+      z.object({ workload: z.enum(WORKLOAD_NAMES), param: z.string(), baseline: z.string().nullable(), candidate: z.string().nullable() }),
+    ),
+    metrics: z.array(z.string()),
+    rows: z.array(
+      z.object({
+        metric: z.string(),
+        direction,
+        workload: z.enum(WORKLOAD_NAMES),
+        params: CellParams,
+        label: z.string(),
+        baselineMachine: z.string(),
+        candidateMachine: z.string(),
+        baseline: Side.nullable(),
+        candidate: Side.nullable(),
+        ratio: z.number().nullable().describe('candidate median / baseline median'),
+        deltaPct: z.number().nullable(),
+        ci: z
+          .object({ estimate: z.number(), low: z.number(), high: z.number(), level: z.number(), method: z.enum(['exact', 'asymptotic']) })
+          .nullable()
+          .describe('Hodges-Lehmann interval for the ratio candidate / baseline'),
+        pValue: z.number().nullable().describe('two-sided Mann-Whitney U'),
+        significant: z.boolean(),
+        verdict: z.enum(['better', 'worse', 'changed', '~', 'n/a']),
+        warnings: z.array(z.string()),
+      }),
+    ),
+    summary: z.array(
+      z.object({
+        metric: z.string(),
+        direction,
+        cells: z.number().int(),
+        significant: z.number().int(),
+        better: z.number().int(),
+        worse: z.number().int(),
+        geomeanRatio: z.number().nullable(),
+        geomeanDeltaPct: z.number().nullable(),
+      }),
+    ),
+    unmatched: z.object({ baseline: z.array(z.string()), candidate: z.array(z.string()) }),
+    notes: z.array(z.string()),
+  })
+  .describe('Two result sets compared cell by cell');
+
+export const UploadAnswerSchema = z.object({
+  matrices: z.array(z.object({ id: z.string(), name: z.string(), machine: z.string(), stored: z.number().int(), duplicates: z.number().int() })),
+  stored: z.number().int(),
+  duplicates: z.number().int(),
+});
+
+/** Fails to compile when the schema and the interface drift apart (readonly aside). */
+type Mutable<T> = T extends readonly (infer U)[] ? Mutable<U>[] : T extends object ? { -readonly [K in keyof T]: Mutable<T[K]> } : T;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+export const schemaMatchesReport: Same<Mutable<CompareReport>, z.infer<typeof CompareReportSchema>> = true;

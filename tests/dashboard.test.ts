@@ -1,0 +1,324 @@
+/**
+ * The dashboard in real headless Chromium (Debian's, driven by playwright-core), served by the
+ * coordinator's own app (`buildApp`, real SQLite store, real redis-server) with the dashboard,
+ * compare and upload routers mounted in front of it. Matrices are stored through the upload
+ * route, as a laptop's `fsbench upload` would.
+ */
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import express from 'express';
+import { Redis } from 'ioredis';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { writeStatus } from '../agent/registry.js';
+import { expandMatrix, parseMatrix, type MatrixInput } from '../contract/matrix.js';
+import type { RunResult } from '../contract/result.js';
+import { syntheticFingerprint, syntheticRuns } from '../compare/synthetic.js';
+import { buildApp } from '../coordinator/app.js';
+import { Dispatcher } from '../coordinator/dispatch.js';
+import { ProgressHub } from '../coordinator/events.js';
+import { Store } from '../coordinator/store.js';
+import { dashboardRouter } from '../dashboard/routes.js';
+import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const MiB = 1024 ** 2;
+
+// Code evaluated in the page is plain browser JavaScript in strings (this project's TypeScript
+// has no DOM types); what it returns is checked by a schema here.
+const SWEEP_CHARTS_JS = `[...document.querySelectorAll('.charts canvas')].map((canvas) => {
+  const chart = Chart.getChart(canvas);
+  if (!chart) return null;
+  const figure = canvas.closest('figure');
+  return {
+    files: figure.dataset.files,
+    title: figure.querySelector('figcaption').textContent,
+    datasets: chart.data.datasets.map((d, i) => ({
+      label: d.label,
+      axis: d.yAxisID ?? null,
+      points: d.data.length,
+      drawn: chart.getDatasetMeta(i).data.filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y)).length,
+      xs: d.data.map((p) => p.x),
+    })),
+    scales: Object.fromEntries(Object.entries(chart.scales).map(([k, s]) => [k, s.type + '/' + s.position])),
+    markers: (chart.options.plugins.fsbenchMarkers?.lines ?? []).map((l) => l.label),
+  };
+})`;
+
+const SweepChart = z.object({
+  files: z.string(),
+  title: z.string(),
+  datasets: z.array(z.object({ label: z.string(), axis: z.string().nullable(), points: z.number(), drawn: z.number(), xs: z.array(z.number()) })),
+  scales: z.record(z.string(), z.string()),
+  markers: z.array(z.string()),
+});
+
+const BAR_CHARTS_JS = `[...document.querySelectorAll('.charts canvas')].map((canvas) => {
+  const chart = Chart.getChart(canvas);
+  return chart ? { type: chart.config.type, labels: chart.data.labels, series: chart.data.datasets.map((d) => d.label + ':' + d.data.length) } : null;
+})`;
+
+const colorOf = (label: string) =>
+  `getComputedStyle(document.querySelector('section.compare-metric tbody tr[data-label="${label}"] td.delta')).color`;
+
+const sweep: MatrixInput = {
+  name: 'buffer-sweep',
+  workload: 'inotify',
+  repetitions: 5,
+  params: { writers: 128, files: [128, 1024], bufferBytes: Array.from({ length: 16 }, (_, i) => 1024 * 2 ** i) },
+};
+const saturation: MatrixInput = {
+  name: 'saturation',
+  workload: 'inotify',
+  repetitions: 5,
+  params: { writers: 128, files: 1024, bufferBytes: ['8MiB', '16MiB', '32MiB'], maxQueuedEvents: [16384, 1048576] },
+};
+const metadata: MatrixInput = {
+  name: 'inode-sizes',
+  workload: 'metadata',
+  repetitions: 5,
+  params: { fs: 'xfs', inodeSize: [512, 2048], mountOptions: ['', 'inode32'] },
+};
+
+describe('GET /openapi.json and the static files', () => {
+  const app = express().use(dashboardRouter());
+  let server: Server;
+  let base = '';
+  beforeAll(async () => {
+    server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => {
+    server.close();
+  });
+
+  it('describes the API with schemas generated from the zod contract', async () => {
+    const doc = (await (await fetch(`${base}/openapi.json`)).json()) as {
+      openapi: string;
+      paths: Record<string, unknown>;
+      components: { schemas: Record<string, { oneOf?: unknown[]; properties?: Record<string, unknown> }> };
+    };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/matrices', '/v1/matrices/{id}/results', '/v1/compare', '/v1/results', '/metrics']));
+    expect(doc.components.schemas['RunResult']?.oneOf).toHaveLength(3);
+    expect(Object.keys(doc.components.schemas['MachineFingerprint']?.properties ?? {})).toContain('cpu');
+    expect(Object.keys(doc.components.schemas['InotifyMetrics']?.properties ?? {})).toContain('eventsPerSec');
+    expect(Object.keys(doc.components.schemas['CompareReport']?.properties ?? {})).toEqual(expect.arrayContaining(['rows', 'summary', 'notes']));
+  });
+
+  it('serves the page, its modules and Chart.js, and nothing else from the directory', async () => {
+    const page = await fetch(`${base}/`);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    expect(await page.text()).toContain('<script type="module" src="/app.js"></script>');
+    expect((await fetch(`${base}/app.js`)).headers.get('content-type')).toContain('javascript');
+    const chart = await fetch(`${base}/vendor/chart.umd.min.js`);
+    expect(chart.status).toBe(200);
+    expect((await chart.text()).length).toBeGreaterThan(100_000);
+    const source = await fetch(`${base}/routes.ts`);
+    expect(source.status).toBe(404);
+  });
+});
+
+describe.skipIf(!existsSync(CHROMIUM))('dashboard in headless Chromium', () => {
+  let redis: TestRedis;
+  let client: Redis;
+  let store: Store;
+  let hub: ProgressHub;
+  let server: Server;
+  let base = '';
+  let context: BrowserContext;
+  let page: Page;
+  const profile = mkdtempSync(path.join(os.tmpdir(), 'fsbench-chromium-'));
+  const problems: string[] = [];
+  const ids: Record<string, string> = {};
+
+  async function upload(runs: RunResult[]): Promise<string> {
+    const res = await fetch(`${base}/v1/results`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-ndjson' },
+      body: runs.map((r) => JSON.stringify(r)).join('\n'),
+    });
+    expect(res.status).toBe(201);
+    const body = (await res.json()) as { matrices: { id: string }[] };
+    return body.matrices[0]?.id ?? '';
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = new Redis(redis.url);
+    const prefix = uniquePrefix('dashboard');
+    store = Store.open(':memory:');
+    hub = new ProgressHub(store);
+    const coordinator = buildApp({
+      store,
+      dispatcher: new Dispatcher(client, prefix, 3),
+      hub,
+      redis: client,
+      prefix,
+      auth: { token: undefined, readAuth: 'open' },
+      limits: { maxBody: 16 * MiB, maxRuns: 100_000, maxDuration: 86_400_000, maxQueued: 200_000 },
+      log: () => undefined,
+    });
+    // The coordinator's own app serves the dashboard, /v1/compare and /v1/results.
+    server = coordinator.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    ids['laptop'] = await upload(syntheticRuns({ matrix: sweep, machine: { machine: 'laptop', l3Bytes: 8 * MiB }, seed: 1, noise: 0.01 }));
+    // The server is 25% faster with buffers up to 4 KiB and the same elsewhere.
+    ids['server'] = await upload(
+      syntheticRuns({
+        matrix: sweep,
+        machine: { machine: 'server', l3Bytes: 8 * MiB },
+        seed: 2,
+        noise: 0.01,
+        effect: (c) => (Number(c.params['bufferBytes']) <= 4096 ? 1.25 : 1),
+      }),
+    );
+    ids['saturation'] = await upload(syntheticRuns({ matrix: saturation, machine: { machine: 'laptop' }, seed: 3 }));
+    ids['metadata'] = await upload(syntheticRuns({ matrix: metadata, machine: { machine: 'laptop' }, seed: 4 }));
+    const now = new Date().toISOString();
+    await writeStatus(client, prefix, {
+      agentId: 'agent-1',
+      hostId: 'host-1',
+      machine: 'laptop',
+      labels: ['ssd'],
+      pid: 1234,
+      startedAt: now,
+      lastHeartbeat: now,
+      ttlMs: 600_000,
+      holdsHostLock: false,
+      currentRun: null,
+      runsDone: 42,
+      fingerprint: syntheticFingerprint({ machine: 'laptop', l3Bytes: 8 * MiB }),
+    });
+
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      viewport: { width: 1400, height: 1000 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('console', (msg) => {
+      if (msg.type() === 'error' || msg.type() === 'warning') problems.push(`console ${msg.type()}: ${msg.text()}`);
+    });
+    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+    page.on('requestfailed', (r) => {
+      // Leaving a page closes its event streams: that is not a failure of the page.
+      if (!r.url().endsWith('/events')) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ''}`);
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await context.close();
+    await new Promise((resolve) => server.close(resolve));
+    client.disconnect();
+    store.close();
+    await redis.stop();
+    rmSync(profile, { recursive: true, force: true });
+  });
+
+  async function open(hash: string): Promise<void> {
+    await page.goto(`${base}/${hash}`);
+    const path = hash.replace(/^#/, '').split('?')[0] || '/';
+    await page.waitForFunction(`['${path}', 'error'].includes(document.body.dataset.ready)`);
+    expect(await page.evaluate('document.body.dataset.ready')).toBe(path);
+  }
+
+  it('loads the matrices and agents without console errors', async () => {
+    await open('#/');
+    expect(await page.locator('table.matrices tbody tr').count()).toBe(4);
+    expect(await page.locator('section.agents tbody tr').count()).toBe(1);
+    const agent = await page.locator('section.agents tbody tr').innerText();
+    expect(agent).toContain('Synthetic CPU');
+    expect(agent).toContain('8MiB');
+    expect(problems).toEqual([]);
+  });
+
+  it("draws a stored matrix like seed 000's figures, with every data point and the L3 line", async () => {
+    await open(`#/matrix/${ids['laptop'] ?? ''}`);
+    await page.screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-matrix.png'), fullPage: true });
+    const charts = z.array(SweepChart.nullable()).parse(await page.evaluate(SWEEP_CHARTS_JS));
+    expect(charts.map((c) => c?.files)).toEqual(['128', '1024']);
+    for (const c of charts) {
+      if (!c) throw new Error('a canvas without a chart');
+      expect(c.title).toContain('(L3 8MiB)');
+      const [throughput, events, knee] = c.datasets;
+      expect(throughput).toMatchObject({ label: 'events/s', axis: 'y', points: 16, drawn: 16 });
+      expect(throughput?.xs).toEqual(Array.from({ length: 16 }, (_, i) => 10 + i)); // log2(1 KiB) .. log2(32 MiB)
+      expect(events).toMatchObject({ label: 'total events', axis: 'y1', points: 16, drawn: 16 });
+      expect(knee).toMatchObject({ label: 'knee', points: 1, drawn: 1 });
+      expect(c.scales).toMatchObject({ x: 'linear/bottom', y: 'linear/left', y1: 'linear/right' });
+      expect(c.markers).toEqual(['L3 8MiB']);
+    }
+    expect(await page.locator('main').innerText()).not.toMatch(/^null$/m);
+    const kneeRows = await page.locator('table.knees tbody tr').allInnerTexts();
+    expect(kneeRows).toHaveLength(2);
+    expect(kneeRows[0]).toMatch(/laptop\s+128\s+–\s+(2|4)MiB/);
+    expect(problems).toEqual([]);
+  });
+
+  it('draws bars for the saturation benchmark and phases for the metadata workload', async () => {
+    await open(`#/matrix/${ids['saturation'] ?? ''}`);
+    const bars = await page.evaluate(BAR_CHARTS_JS);
+    expect(bars).toEqual([{ type: 'bar', labels: ['8MiB', '16MiB', '32MiB'], series: ['maxQueuedEvents=16384:3', 'maxQueuedEvents=1048576:3'] }]);
+
+    await open(`#/matrix/${ids['metadata'] ?? ''}`);
+    const phases = (await page.evaluate<unknown[]>(BAR_CHARTS_JS))[0];
+    expect(phases).toMatchObject({
+      type: 'bar',
+      labels: ['create', 'readByDir', 'readInterleaved', 'stat', 'unlink'],
+      series: ['inodeSize=512B mountOptions=none:5', 'inodeSize=512B mountOptions=inode32:5', 'inodeSize=2KiB mountOptions=none:5', 'inodeSize=2KiB mountOptions=inode32:5'],
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('shows a significant and a not-significant delta in the compare view', async () => {
+    await open(`#/compare?baseline=${ids['laptop'] ?? ''}&candidate=${ids['server'] ?? ''}&metric=eventsPerSec`);
+    await page.screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-compare.png'), fullPage: true });
+    const row = (label: string) => page.locator(`section.compare-metric[data-metric="eventsPerSec"] tbody tr[data-label="${label}"] td.delta`);
+    const significant = row('files=128 bufferBytes=1KiB');
+    expect(await significant.getAttribute('class')).toContain('sig-better');
+    expect(await significant.getAttribute('data-verdict')).toBe('better');
+    expect(await significant.innerText()).toMatch(/^\+2\d\.\d\d%$/);
+    const color = await page.evaluate(colorOf('files=128 bufferBytes=1KiB'));
+    expect(color).toBe('rgb(21, 128, 61)');
+
+    const flat = row('files=128 bufferBytes=1MiB');
+    expect(await flat.getAttribute('class')).toContain('not-sig');
+    expect(await flat.innerText()).toMatch(/^~ [+-]\d\.\d\d%$/);
+    expect(await page.evaluate(colorOf('files=128 bufferBytes=1MiB'))).toBe('rgb(107, 114, 128)');
+
+    expect(await page.locator('section.compare-metric tfoot td.geomean').innerText()).toMatch(/^\+\d\.\d\d%$/);
+    expect(await page.locator('main').innerText()).not.toMatch(/^null$/m);
+    expect(problems).toEqual([]);
+  });
+
+  it('follows a running matrix live through server-sent events', async () => {
+    const spec = parseMatrix({ name: 'live', workload: 'noop', repetitions: 2, warmup: 0, params: { value: [1, 2] } });
+    const cells = expandMatrix(spec);
+    store.createMatrix({ id: 'live0001', spec, targets: [{ target: 'any', machine: null }], cells, expectedRuns: 4, estimatedMs: 1000 });
+    store.markEnqueued('live0001');
+    await open('#/');
+    const row = page.locator('tr[data-matrix="live0001"]');
+    expect(await row.innerText()).toMatch(/queued\s+0\/4/);
+    const runs = syntheticRuns({ matrix: { name: 'live', workload: 'noop', repetitions: 2, params: { value: [1, 2] } }, machine: { machine: 'laptop' } });
+    const storeSome = (from: number, to: number) => {
+      store.storeRuns(runs.slice(from, to).map((result) => ({ kind: 'result' as const, matrixId: 'live0001', target: 'any', result, attempts: 1 })));
+      hub.changed(['live0001']);
+    };
+    storeSome(0, 2);
+    // The stream may connect after the first change: its first event is a full snapshot anyway.
+    await page.waitForFunction(`/running\\s*2\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    storeSome(2, 4);
+    await page.waitForFunction(`/done\\s*4\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    expect(problems).toEqual([]);
+  });
+});
