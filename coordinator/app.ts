@@ -3,29 +3,17 @@
  * by itself: tests drive it in-process, `server.ts` gives it a port.
  */
 import express, { type Express } from 'express';
-import type { Redis } from 'ioredis';
 import { liveAgents } from '../agent/registry.js';
 import { compareRouter, resultsUploadRouter } from '../compare/routes.js';
 import { storeResultSink, storeRunSource } from '../compare/store-adapter.js';
 import { dashboardRouter } from '../dashboard/routes.js';
 import type { CoordinatorMetrics } from '../stats/metrics-route.js';
-import { requireRead, requireWrite, type AuthConfig } from './auth.js';
-import type { Dispatcher } from './dispatch.js';
+import { requireRead, requireWrite } from './auth.js';
 import { errorHandler, HttpError } from './errors.js';
-import type { ProgressHub } from './events.js';
-import { matricesRouter, withDeadline, type Limits } from './matrices.js';
+import { matricesRouter, withDeadline, type MatricesDeps } from './matrices.js';
 import { coordinatorMetrics } from './metrics.js';
-import type { Store } from './store.js';
 
-export interface AppDeps {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
-  readonly hub: ProgressHub;
-  readonly redis: Redis;
-  readonly prefix: string;
-  readonly auth: AuthConfig;
-  readonly limits: Limits;
-  readonly log: (line: string) => void;
+export interface AppDeps extends MatricesDeps {
   /** `GET /metrics`; one reading this app's own deps when not given. */
   readonly metrics?: CoordinatorMetrics;
 }

@@ -29,7 +29,8 @@ export type JournalEntry = z.infer<typeof JournalEntry>;
 
 const StoredEntry = z.object({ pid: z.number().int(), bootId: z.string(), entry: JournalEntry }).strict();
 
-async function currentBootId(): Promise<string> {
+/** The kernel's boot id: journal entries from another boot describe changes that are gone. */
+export async function currentBootId(): Promise<string> {
   try {
     return (await fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
   } catch {
@@ -37,7 +38,8 @@ async function currentBootId(): Promise<string> {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process of this pid namespace is alive (EPERM: alive, someone else's). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -117,7 +119,7 @@ export class Journal {
    * Undoes the entries left by processes that are gone (or by an earlier boot, whose mounts and
    * limits are gone anyway), newest first. Returns a line per entry for the log.
    */
-  async recover(): Promise<string[]> {
+  async recover(options: RecoverOptions = {}): Promise<string[]> {
     const names = (await fs.readdir(this.dir)).filter((n) => n.endsWith('.json')).sort().reverse();
     const done: string[] = [];
     for (const name of names) {
@@ -131,13 +133,25 @@ export class Journal {
         continue;
       }
       const sameBoot = stored.bootId === this.bootId;
-      if (sameBoot && stored.pid !== process.pid && processAlive(stored.pid)) continue;
-      if (sameBoot) await undo(stored.entry);
+      const ownerGone = options.ownersGone === true || stored.pid === process.pid || !processAlive(stored.pid);
+      if (sameBoot && !ownerGone) continue;
+      const wanted = options.kinds?.includes(stored.entry.kind) ?? true;
+      if (sameBoot && wanted) await undo(stored.entry);
       await fs.rm(file, { force: true });
-      done.push(`${sameBoot ? 'undid' : 'dropped (earlier boot)'} ${describe(stored.entry)}`);
+      if (wanted) done.push(`${sameBoot ? 'undid' : 'dropped (earlier boot)'} ${describe(stored.entry)}`);
     }
     return done;
   }
+}
+
+export interface RecoverOptions {
+  /**
+   * The writers are known to be gone (for example a removed container, whose pids belong to
+   * another namespace): do not ask whether their pids are alive.
+   */
+  readonly ownersGone?: boolean;
+  /** Undo only these kinds; entries of other kinds are dropped (what they changed went with their writer). */
+  readonly kinds?: readonly JournalEntry['kind'][];
 }
 
 export function describe(entry: JournalEntry): string {

@@ -13,14 +13,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import type Docker from 'dockerode';
-import { z } from 'zod';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import { JournalEntry, undo } from '../runner/journal.js';
+import { currentBootId, Journal, processAlive } from '../runner/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../runner/workload.js';
 import {
   ContainerSummary,
@@ -103,21 +102,6 @@ class LineLog extends Tail {
   }
 }
 
-const StoredJournalEntry = z.object({ bootId: z.string(), entry: JournalEntry }).loose();
-
-async function bootId(): Promise<string> {
-  return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => 'unknown')).trim();
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err instanceof Error && 'code' in err && err.code === 'EPERM';
-  }
-}
-
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -195,7 +179,7 @@ export class SandboxRunner implements WorkloadRunner {
       }
       throw engineError(`cannot inspect the image ${wanted}`, err);
     }
-    const boot = await bootId();
+    const boot = await currentBootId();
     const owner = self ? `container:${self.Id}` : `host:${boot}:${process.pid}`;
     return new SandboxRunner(docker, self, image, owner, boot, opts);
   }
@@ -280,16 +264,9 @@ export class SandboxRunner implements WorkloadRunner {
    * and paths went with it, and its loop devices clear themselves when their mount goes.
    */
   private async restoreLimits(journalDir: string): Promise<string[]> {
-    const done: string[] = [];
-    for (const name of (await readdir(journalDir).catch(() => [])).sort().reverse()) {
-      const stored = StoredJournalEntry.safeParse(
-        await readFile(path.join(journalDir, name), 'utf8').then((t): unknown => JSON.parse(t), () => null),
-      );
-      if (!stored.success || stored.data.bootId !== this.bootId || stored.data.entry.kind !== 'sysctl') continue;
-      await undo(stored.data.entry);
-      done.push(`restored ${stored.data.entry.path} = ${stored.data.entry.original.trim()} after a killed run container`);
-    }
-    return done;
+    const journal = await Journal.open(journalDir);
+    const lines = await journal.recover({ ownersGone: true, kinds: ['sysctl'] });
+    return lines.map((line) => `${line} after a killed run container`);
   }
 
   /** Runs are one at a time, so a set is enough to sweep each scratch directory once. */

@@ -11,12 +11,12 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { freePort } from './helpers/redis.js';
 import { PACKAGE_ROOT } from '../runner/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
 import { LABEL_RUN } from '../sandbox/runner.js';
@@ -38,19 +38,6 @@ if (COMPOSE === null || !(await engineReachable(docker))) {
 }
 const composeCmd: string[] = COMPOSE;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => {
-        resolve(port);
-      });
-    });
-  });
-}
 
 /** Only what compose needs from this process's environment: REDIS_URL and friends of other tests stay out. */
 function baseEnv(): Record<string, string> {
