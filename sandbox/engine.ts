@@ -138,3 +138,14 @@ export async function inspectSelf(docker: Docker): Promise<ContainerInspect | nu
   }
   return null;
 }
+
+/** Ignores the engine's "already gone" answers (304 not modified, 404 no such object, 409 in progress). */
+export async function quietly(op: Promise<unknown>): Promise<void> {
+  try {
+    await op;
+  } catch (err) {
+    const status = engineStatus(err);
+    if (status === 304 || status === 404 || status === 409) return;
+    throw err;
+  }
+}

@@ -13,31 +13,31 @@
  */
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import type Docker from 'dockerode';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import { currentBootId, Journal, processAlive } from '../runner/journal.js';
+import { currentBootId } from '../runner/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../runner/workload.js';
 import {
-  ContainerSummary,
   dockerClient,
   engineReachable,
   engineStatus,
+  quietly,
   ImageInspect,
   inspectContainer,
   inspectSelf,
-  VolumeList,
   WaitResult,
   type ContainerInspect,
 } from './engine.js';
 import { collectDockerFingerprint, type DockerFingerprint } from './fingerprint.js';
+import { LineLog, Tail } from './output.js';
+import { LABEL_OWNER, LABEL_RUN, restoreLimits, sweepLeftovers } from './sweep.js';
+
+export { LABEL_OWNER, LABEL_RUN } from './sweep.js';
 import { containerShape, JOURNAL_DIR, SandboxOutput, sandboxedCell, WORK_DIR, type ContainerShape } from './protocol.js';
 
-export const LABEL_RUN = 'io.fsbench.sandbox';
-export const LABEL_OWNER = 'io.fsbench.sandbox.owner';
 export const LABEL_CELL = 'io.fsbench.cell';
 
 /**
@@ -69,38 +69,6 @@ export interface SandboxOptions {
   readonly log?: (line: string) => void;
 }
 
-/** Keeps the last `max` bytes written to it. */
-class Tail extends Writable {
-  private chunks: Buffer[] = [];
-  private size = 0;
-  constructor(private readonly max: number) {
-    super();
-  }
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
-    this.chunks.push(chunk);
-    this.size += chunk.length;
-    while (this.size > this.max && this.chunks.length > 1) this.size -= this.chunks.shift()?.length ?? 0;
-    done();
-  }
-  text(): string {
-    const all = Buffer.concat(this.chunks);
-    return all.subarray(Math.max(0, all.length - this.max)).toString('utf8');
-  }
-}
-
-/** Forwards complete lines to `log` and keeps a tail for error messages. */
-class LineLog extends Tail {
-  private partial = '';
-  constructor(private readonly log: (line: string) => void) {
-    super(MAX_STDERR);
-  }
-  override _write(chunk: Buffer, enc: BufferEncoding, done: () => void): void {
-    const lines = (this.partial + chunk.toString('utf8')).split('\n');
-    this.partial = lines.pop() ?? '';
-    for (const line of lines) if (line.trim() !== '') this.log(`sandbox: ${line}`);
-    super._write(chunk, enc, done);
-  }
-}
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -113,16 +81,6 @@ function engineError(what: string, err: unknown): FsbenchError {
   return new FsbenchError(unreachable ? 'SANDBOX_UNAVAILABLE' : 'SANDBOX_FAILED', `${what}: ${message(err)}`);
 }
 
-/** Ignores the engine's "already gone" answers (304 not modified, 404 no such object, 409 in progress). */
-async function quietly(op: Promise<unknown>): Promise<void> {
-  try {
-    await op;
-  } catch (err) {
-    const status = engineStatus(err);
-    if (status === 304 || status === 404 || status === 409) return;
-    throw err;
-  }
-}
 
 function defaultTimeoutMs(cell: Cell): number {
   const ms = (name: string) => {
@@ -212,61 +170,13 @@ export class SandboxRunner implements WorkloadRunner {
     return path.join(best.Source, path.relative(best.Destination, p));
   }
 
-  /** True when whoever started a labelled container or volume can no longer clean it up. */
-  private async ownerGone(owner: string | undefined): Promise<boolean> {
-    if (owner === undefined || owner === this.owner) return true;
-    const container = /^container:([0-9a-f]{64})$/.exec(owner)?.[1];
-    if (container !== undefined) return !(await inspectContainer(this.docker, container))?.State.Running;
-    const host = /^host:([^:]+):(\d+)$/.exec(owner);
-    if (host?.[1] === undefined || host[2] === undefined) return false;
-    if (host[1] !== this.bootId) return true;
-    // From inside a container the host's processes are invisible: leave theirs alone.
-    return this.self === null && !processAlive(Number(host[2]));
-  }
-
   /**
    * Removes the run containers and volumes whose owner is gone, and the run directories under
    * `scratchDir` no container uses any more, restoring the kernel limits their runs changed.
    * Returns a line per thing removed.
    */
-  async recover(scratchDir: string): Promise<string[]> {
-    const done: string[] = [];
-    const raw: unknown = await this.docker.listContainers({ all: true, filters: { label: [LABEL_RUN] } });
-    const alive = new Set<string>();
-    for (const c of ContainerSummary.array().parse(raw)) {
-      const run = c.Labels?.[LABEL_RUN] ?? '';
-      if (await this.ownerGone(c.Labels?.[LABEL_OWNER])) {
-        await quietly(this.docker.getContainer(c.Id).remove({ force: true, v: true }));
-        done.push(`removed run container ${c.Id.slice(0, 12)} (run ${run})`);
-      } else {
-        alive.add(run);
-      }
-    }
-    const volumes = VolumeList.parse(await this.docker.listVolumes({ filters: { label: [LABEL_RUN] } }));
-    for (const v of volumes.Volumes ?? []) {
-      if (!(await this.ownerGone(v.Labels?.[LABEL_OWNER]))) continue;
-      await quietly(this.docker.getVolume(v.Name).remove());
-      done.push(`removed run volume ${v.Name}`);
-    }
-    const runsDir = path.join(scratchDir, 'sandbox');
-    for (const name of await readdir(runsDir).catch(() => [])) {
-      if (alive.has(name)) continue;
-      for (const line of await this.restoreLimits(path.join(runsDir, name, 'journal'))) done.push(line);
-      await rm(path.join(runsDir, name), { recursive: true, force: true });
-      done.push(`removed run directory ${path.join(runsDir, name)}`);
-    }
-    return done;
-  }
-
-  /**
-   * Writes back the kernel limits a run container journaled and did not restore (it was
-   * killed). Only sysctls: they are the kernel's, shared with this agent; the container's mounts
-   * and paths went with it, and its loop devices clear themselves when their mount goes.
-   */
-  private async restoreLimits(journalDir: string): Promise<string[]> {
-    const journal = await Journal.open(journalDir);
-    const lines = await journal.recover({ ownersGone: true, kinds: ['sysctl'] });
-    return lines.map((line) => `${line} after a killed run container`);
+  recover(scratchDir: string): Promise<string[]> {
+    return sweepLeftovers({ docker: this.docker, owner: this.owner, bootId: this.bootId, inContainer: this.self !== null }, scratchDir);
   }
 
   /** Runs are one at a time, so a set is enough to sweep each scratch directory once. */
@@ -326,7 +236,7 @@ export class SandboxRunner implements WorkloadRunner {
       undoStack.push({
         what: `run directory ${runDir}`,
         undo: async () => {
-          await this.restoreLimits(path.join(runDir, 'journal'));
+          await restoreLimits(path.join(runDir, 'journal'));
           await rm(runDir, { recursive: true, force: true });
         },
       });
@@ -391,7 +301,7 @@ export class SandboxRunner implements WorkloadRunner {
   /** Starts the container, waits for it (bounded), and parses the line it printed. */
   private async execute(container: Docker.Container, cell: Cell, shape: ContainerShape, ctx: RunContext): Promise<WorkloadOutcome> {
     const stdout = new Tail(MAX_STDOUT);
-    const stderr = new LineLog(ctx.log);
+    const stderr = new LineLog(ctx.log, MAX_STDERR);
     const stream = await container.attach({ stream: true, stdout: true, stderr: true });
     const drained = new Promise<void>((resolve) => {
       stream.once('end', resolve);
