@@ -5,7 +5,6 @@
  * abandons it (cleaned up by the workload, the job retried elsewhere).
  */
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -14,6 +13,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName, REPORT_FIELD, resultsStream } from '../coordinator/jobs.js';
 import { awaitRedis, connectRedis } from '../coordinator/redis.js';
 import { collectFingerprint } from '../runner/fingerprint.js';
+import { readBootId } from '../runner/host.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../runner/journal.js';
 import { Heartbeat } from './heartbeat.js';
@@ -44,14 +44,12 @@ export interface RunningAgent {
 const FINGERPRINT_REFRESH_MS = 60_000;
 
 async function kernelBootId(): Promise<string> {
-  try {
-    return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
-  } catch {
-    throw new FsbenchError(
-      'CONFIG_INVALID',
-      'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
-    );
-  }
+  const id = await readBootId();
+  if (id !== null) return id;
+  throw new FsbenchError(
+    'CONFIG_INVALID',
+    'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
+  );
 }
 
 export async function startAgent(s: AgentSettings, log: (line: string) => void): Promise<RunningAgent> {

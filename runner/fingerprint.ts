@@ -10,6 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 import { InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
+import { readBootId } from './host.js';
 import { nativeProgram, PACKAGE_ROOT } from './native.js';
 
 const exec = promisify(execFile);
@@ -66,23 +67,6 @@ function containerRuntime(): string | null {
   return null;
 }
 
-/** The filesystem type of the mount holding `dir` (longest matching mount point in mountinfo). */
-export function filesystemType(dir: string): string | null {
-  let best: { point: string; type: string } | null = null;
-  try {
-    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-      const [left, right] = line.split(' - ');
-      const point = left?.split(' ')[4]?.replace(/\\040/g, ' ');
-      const type = right?.split(' ')[0];
-      if (!point || !type) continue;
-      const inside = dir === point || dir.startsWith(point.endsWith('/') ? point : `${point}/`);
-      if (inside && (!best || point.length >= best.point.length)) best = { point, type };
-    }
-  } catch {
-    return null;
-  }
-  return best?.type ?? null;
-}
 
 async function sysInfo(): Promise<z.infer<typeof SysInfo> | null> {
   try {
@@ -111,7 +95,7 @@ function fsbenchVersion(): string {
 export async function collectFingerprint(identity: Identity = {}): Promise<MachineFingerprint> {
   const cpus = os.cpus();
   const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
-  const bootId = await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((s) => s.trim(), () => null);
+  const bootId = await readBootId();
   const info = await sysInfo();
   const hostname = os.hostname();
   return MachineFingerprint.parse({

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
+import { readBootId, readMounts } from './host.js';
 
 const exec = promisify(execFile);
 
@@ -31,11 +32,7 @@ const StoredEntry = z.object({ pid: z.number().int(), bootId: z.string(), entry:
 
 /** The kernel's boot id: journal entries from another boot describe changes that are gone. */
 export async function currentBootId(): Promise<string> {
-  try {
-    return (await fs.readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
-  } catch {
-    return 'unknown';
-  }
+  return (await readBootId()) ?? 'unknown';
 }
 
 /** Whether a process of this pid namespace is alive (EPERM: alive, someone else's). */
@@ -60,9 +57,7 @@ export async function undo(entry: JournalEntry): Promise<void> {
       return;
     case 'mount': {
       for (let attempt = 0; ; attempt++) {
-        // /proc/mounts escapes spaces and tabs in mount points as octal (\040, \011).
-        const points = (await fs.readFile('/proc/mounts', 'utf8')).split('\n').map((l) => (l.split(' ')[1] ?? '').replace(/\\0(\d\d)/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))));
-        const mounted = points.includes(entry.target);
+        const mounted = (await readMounts()).some((m) => m.point === entry.target);
         if (!mounted) return;
         try {
           // A process that just exited may still hold the mount busy for a moment.

@@ -5,7 +5,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { FsbenchError } from '../../contract/errors.js';
-import { filesystemType } from '../../runner/fingerprint.js';
+import { filesystemType } from '../../runner/host.js';
 import type { Teardown } from '../../runner/journal.js';
 
 const exec = promisify(execFile);

@@ -9,11 +9,11 @@
  * know, or names a device another process may have taken.
  */
 import { randomUUID } from 'node:crypto';
-import { lstat, mkdir, open, readFile, realpath, stat, statfs } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { FsbenchError } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
-import { filesystemType } from '../../runner/fingerprint.js';
+import { filesystemType, readMounts, type Mount } from '../../runner/host.js';
 import type { Teardown } from '../../runner/journal.js';
 import { command } from './command.js';
 import { btrfsGeometry, ext4Geometry, NO_GEOMETRY, xfsGeometry, type Geometry } from './geometry.js';
@@ -99,14 +99,8 @@ function mountFailure(stderr: string, kernel: readonly string[], p: MetadataPara
 }
 
 /** The mount's line in /proc/mounts: what the kernel actually applied. */
-async function mountEntry(target: string): Promise<{ source: string; type: string; options: string } | undefined> {
-  for (const line of (await readFile('/proc/mounts', 'utf8')).split('\n')) {
-    const [source, escaped, type, options] = line.split(' ');
-    // The kernel writes spaces and other separators in paths as octal escapes (\040).
-    const point = escaped?.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
-    if (point === target && source !== undefined && type !== undefined && options !== undefined) return { source, type, options };
-  }
-  return undefined;
+async function mountEntry(target: string): Promise<Mount | undefined> {
+  return (await readMounts()).find((m) => m.point === target);
 }
 
 async function mountImage(teardown: Teardown, p: MetadataParams, image: string, mnt: string): Promise<Record<string, string>> {
