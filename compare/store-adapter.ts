@@ -4,7 +4,7 @@
  * store's public methods are used; nothing here writes SQL.
  */
 import { createHash } from 'node:crypto';
-import type { Cell, Matrix } from '../contract/matrix.js';
+import { CellParams, type Cell, type Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
 import type { Store, RunRow } from '../coordinator/store.js';
@@ -49,22 +49,14 @@ export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fi
   return { matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'skipped', reason: row.reason ?? '' };
 }
 
-/**
- * The L3 size of a stored fingerprint, by its hash. The Store has no method for one
- * fingerprint yet, so this reads its `fingerprints` table (hash -> JSON) directly; replace
- * with a Store method when there is one. Store.fingerprints(matrixId) would do, but it
- * groups every run of the matrix, which costs more than aggregating them.
- */
+/** The L3 size of a stored fingerprint, by its hash, read once per hash. */
 function l3Lookup(store: Store): (hash: string | null) => number | null {
   const cache = new Map<string, number | null>();
-  const query = store.db.prepare<[string], { json: string }>('SELECT json FROM fingerprints WHERE hash = ?');
   return (hash) => {
     if (hash === null) return null;
     let l3 = cache.get(hash);
     if (l3 === undefined) {
-      const json = query.get(hash)?.json;
-      const fp = json === undefined ? null : (JSON.parse(json) as { cpu?: { l3Bytes?: number | null } });
-      l3 = fp?.cpu?.l3Bytes ?? null;
+      l3 = store.fingerprintByHash(hash)?.cpu.l3Bytes ?? null;
       cache.set(hash, l3);
     }
     return l3;
@@ -86,7 +78,7 @@ export function storeRunSource(store: Store): RunSource {
       for (const row of store.iterateRuns(id)) {
         if (row.params !== lastParams) {
           lastParams = row.params;
-          params = parseJson(row.params) as AggregatableRun['params'];
+          params = CellParams.parse(JSON.parse(row.params));
         }
         const key = `${row.machine}\u0000${row.fingerprint_hash ?? ''}`;
         let fingerprint = fingerprints.get(key);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { MachineFingerprint } from '../contract/fingerprint.js';
 import { toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';
@@ -317,6 +317,12 @@ export class Store {
     return this.db
       .prepare<[string, number], RunRow>("SELECT * FROM runs WHERE matrix_id = ? AND state = 'failed' ORDER BY stored_at LIMIT ?")
       .all(matrixId, limit);
+  }
+
+  /** One stored fingerprint by its hash, parsed; null when the hash is unknown. */
+  fingerprintByHash(hash: string): MachineFingerprint | null {
+    const row = this.db.prepare<[string], { json: string }>('SELECT json FROM fingerprints WHERE hash = ?').get(hash);
+    return row === undefined ? null : MachineFingerprint.parse(JSON.parse(row.json));
   }
 
   fingerprints(matrixId: string): { machine: string; json: string }[] {
