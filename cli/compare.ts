@@ -10,6 +10,7 @@ import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import { CompareSide, compareSides } from '../compare/compare.js';
 import { COMPARE_FORMAT_NAMES, COMPARE_FORMATS, type CompareFormatName } from '../compare/formats/index.js';
 import { readRunsFile, scanRunsFile } from '../compare/jsonl.js';
+import { CoordinatorClient } from '../coordinator/client.js';
 import { loadSettings } from '../settings/index.js';
 
 type CompareFlags = {
@@ -45,32 +46,15 @@ const RemoteResults = z.object({
     .default([]),
 });
 
-async function request(url: string, init: RequestInit, what: string): Promise<Response> {
-  try {
-    return await fetch(url, init);
-  } catch (err) {
-    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
-    throw new FsbenchError('CONFIG_INVALID', `cannot reach the coordinator at ${url} for ${what}${cause} (is it running? set --url or FSBENCH_URL)`);
-  }
-}
+/** What `POST /v1/results` answers. */
+const UploadAnswer = z.object({
+  stored: z.number().int(),
+  duplicates: z.number().int(),
+  matrices: z.array(z.object({ id: z.string(), name: z.string(), machine: z.string() }).loose()),
+});
 
-async function failure(res: Response, what: string): Promise<FsbenchError> {
-  let message = `${res.status} ${res.statusText}`;
-  try {
-    const body = (await res.json()) as { error?: { message?: string; issues?: { path: string; message: string }[] } };
-    if (body.error?.message) message = body.error.message;
-    if (body.error?.issues) message += `\n  ${body.error.issues.map((i) => `${i.path}: ${i.message}`).join('\n  ')}`;
-  } catch {
-    // Not our JSON error body: the status line says enough.
-  }
-  return new FsbenchError(res.status >= 500 ? 'INTERNAL' : 'CONFIG_INVALID', `${what}: ${message}`);
-}
-
-async function feedRemote(side: CompareSide, id: string, url: string, token: string | undefined): Promise<void> {
-  const target = `${url.replace(/\/$/, '')}/v1/matrices/${encodeURIComponent(id)}/results`;
-  const res = await request(target, { headers: token ? { authorization: `Bearer ${token}` } : {} }, `matrix ${id}`);
-  if (!res.ok) throw await failure(res, `reading matrix ${id}`);
-  const parsed = RemoteResults.safeParse(await res.json());
+async function feedRemote(side: CompareSide, id: string, client: CoordinatorClient): Promise<void> {
+  const parsed = RemoteResults.safeParse(await client.json('GET', `/v1/matrices/${encodeURIComponent(id)}/results`));
   if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
   const { matrix, runs, machines } = parsed.data;
   const l3 = new Map(machines.map((m) => [m.machine, m.fingerprint.cpu.l3Bytes]));
@@ -97,7 +81,7 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
   const settings = remote ? loadSettings(['url', 'token'], flags) : undefined;
   const feed = async (side: CompareSide, ref: string) => {
     const id = REMOTE.exec(ref)?.[1];
-    if (id !== undefined && settings) await feedRemote(side, id, settings.url, settings.token);
+    if (id !== undefined && settings) await feedRemote(side, id, new CoordinatorClient(settings.url, settings.token));
     else {
       await scanRunsFile(ref, (run) => {
         side.add(run);
@@ -129,7 +113,7 @@ const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
 async function uploadCommand(file: string, flags: { url?: string; token?: string }): Promise<void> {
   const settings = loadSettings(['url', 'token'], flags);
   const runs = await readRunsFile(file);
-  const target = `${settings.url.replace(/\/$/, '')}/v1/results`;
+  const client = new CoordinatorClient(settings.url, settings.token);
   const groups = new Map<string, string[]>();
   for (const r of runs) {
     const key = JSON.stringify([r.fingerprint.machine, r.matrix, r.workload]);
@@ -144,11 +128,8 @@ async function uploadCommand(file: string, flags: { url?: string; token?: string
     if (Buffer.byteLength(body) > MAX_UPLOAD_BYTES) {
       throw new FsbenchError('CONFIG_INVALID', `${file}: the runs of ${key} take more than 64 MiB, more than one upload may carry: split the matrix`);
     }
-    const headers: Record<string, string> = { 'content-type': 'application/x-ndjson' };
-    if (settings.token) headers['authorization'] = `Bearer ${settings.token}`;
-    const res = await request(target, { method: 'POST', headers, body }, 'the upload');
-    if (!res.ok) throw await failure(res, `uploading ${file}`);
-    const answer = (await res.json()) as { stored: number; duplicates: number; matrices: { id: string; name: string; machine: string }[] };
+    const res = await client.fetch('POST', '/v1/results', { body, contentType: 'application/x-ndjson' });
+    const answer = UploadAnswer.parse(await res.json());
     stored += answer.stored;
     duplicates += answer.duplicates;
     for (const m of answer.matrices) process.stdout.write(`matrix ${m.id}: ${m.name} from ${m.machine}\n`);
