@@ -54,7 +54,8 @@ const UploadAnswer = z.object({
 });
 
 async function feedRemote(side: CompareSide, id: string, client: CoordinatorClient): Promise<void> {
-  const parsed = RemoteResults.safeParse(await client.json('GET', `/v1/matrices/${encodeURIComponent(id)}/results`));
+  const res = await client.fetch('GET', `/v1/matrices/${encodeURIComponent(id)}/results`, { what: `reading matrix ${id}` });
+  const parsed = RemoteResults.safeParse(await res.json());
   if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
   const { matrix, runs, machines } = parsed.data;
   const l3 = new Map(machines.map((m) => [m.machine, m.fingerprint.cpu.l3Bytes]));
@@ -128,7 +129,7 @@ async function uploadCommand(file: string, flags: { url?: string; token?: string
     if (Buffer.byteLength(body) > MAX_UPLOAD_BYTES) {
       throw new FsbenchError('CONFIG_INVALID', `${file}: the runs of ${key} take more than 64 MiB, more than one upload may carry: split the matrix`);
     }
-    const res = await client.fetch('POST', '/v1/results', { body, contentType: 'application/x-ndjson' });
+    const res = await client.fetch('POST', '/v1/results', { body, contentType: 'application/x-ndjson', what: `uploading ${file}` });
     const answer = UploadAnswer.parse(await res.json());
     stored += answer.stored;
     duplicates += answer.duplicates;

@@ -72,7 +72,8 @@ export class CoordinatorClient {
     private readonly token?: string,
   ) {}
 
-  async fetch(method: string, path: string, init: { body?: string; contentType?: string; accept?: string } = {}): Promise<Response> {
+  /** `init.what` names the request in error messages (default: the method and path). */
+  async fetch(method: string, path: string, init: { body?: string; contentType?: string; accept?: string; what?: string } = {}): Promise<Response> {
     const headers: Record<string, string> = { accept: init.accept ?? 'application/json' };
     if (init.contentType) headers['content-type'] = init.contentType;
     if (this.token) headers['authorization'] = `Bearer ${this.token}`;
@@ -84,7 +85,7 @@ export class CoordinatorClient {
       const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
       throw new FsbenchError('CONFIG_INVALID', `cannot reach the coordinator at ${this.baseUrl} (FSBENCH_URL): ${cause}`);
     }
-    if (!res.ok) throw await failure(res, `${method} ${url.pathname}`);
+    if (!res.ok) throw await failure(res, init.what ?? `${method} ${url.pathname}`);
     return res;
   }
 
