@@ -5,7 +5,10 @@
  * the same Redis. Reports cells/s, submit-to-stored latency p50/p99, the ratio, and the
  * coordinator's peak and sampled RSS (which must not grow with the number of finished runs).
  *
- *   node dist/bench/dispatch.js [--cells 10000] [--hosts 1,2] [--bare-workers 2] [--out bench/results/dispatch.json]
+ *   node dist/bench/dispatch.js [--cells 10000] [--hosts 1,2] [--bare-workers 2] [--profile DIR] [--out bench/results/dispatch.json]
+ *
+ * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
+ * there (open them in Chrome's DevTools); the processes run slower while profiled.
  *
  * Each `--hosts` value is one fsbench variant. `1` runs both agents on this kernel, as two
  * agents on one machine would; `2` gives them different host ids (FSBENCH_HOST_ID). No-op runs
@@ -30,6 +33,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { connectRedis } from '../coordinator/redis.js';
@@ -77,9 +81,12 @@ async function bareWorker(redisUrl: string, prefix: string): Promise<void> {
   await connection.quit();
 }
 
+/** Node flags for the coordinator and agent processes (`--profile DIR` adds --cpu-prof). */
+let childNodeFlags: string[] = [];
+
 function child(args: string[], env: Record<string, string> = {}): { proc: ChildProcess; output: () => string } {
   let out = '';
-  const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [...childNodeFlags, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const collect = (d: Buffer) => {
     out += d.toString();
   };
@@ -104,12 +111,15 @@ async function stopChild(p: ChildProcess): Promise<void> {
   await new Promise((r) => p.once('exit', r));
 }
 
-async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { setup: string }> {
+async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { setup: string; cpuSeconds: { workers: number; redis: number } }> {
   const prefix = `bench-bare-${when}`;
   const procs = Array.from({ length: workers }, () => child([fileURLToPath(import.meta.url), '--role', 'bare-worker', '--redis', redisUrl, '--prefix', prefix]));
   for (const w of procs) await waitOutput(w.output, /ready/);
+  // From here on: what starting a worker costs (loading modules) is not the jobs' cost.
+  const workerCpuBefore = await Promise.all(procs.map((w) => cpuSecondsOf(w.proc.pid)));
   const connection = connectRedis(redisUrl, 'bench-bare-producer');
   const q = new Queue<unknown, unknown>('jobs', { connection, prefix });
+  const redisCpuBefore = await redisCpuSeconds(connection);
   const start = Date.now();
   for (let i = 0; i < n; i += PER_MATRIX) {
     const jobs = Array.from({ length: Math.min(PER_MATRIX, n - i) }, (_, k) => ({
@@ -121,6 +131,8 @@ async function bare(redisUrl: string, n: number, when: string, workers: number):
   }
   // Timing comes from the jobs' own timestamps; this only decides when to stop the workers.
   while ((await q.getJobCountByTypes('completed')) < n) await sleep(50);
+  const workerCpu = (await Promise.all(procs.map((w) => cpuSecondsOf(w.proc.pid)))).map((c, i) => c - (workerCpuBefore[i] ?? Number.NaN));
+  const redisCpu = (await redisCpuSeconds(connection)) - redisCpuBefore;
   await Promise.all(procs.map((w) => stopChild(w.proc)));
   const done: { created: number; finished: number }[] = [];
   for (let i = 0; i < n; i += 1000) {
@@ -131,12 +143,31 @@ async function bare(redisUrl: string, n: number, when: string, workers: number):
   await connection.quit();
   return {
     ...side(`bare BullMQ, 1 producer + ${workers} worker process(es) (${when})`, start, done),
+    cpuSeconds: { workers: sum(workerCpu), redis: round(redisCpu) },
     setup: `1 producer (addBulk, 1000 jobs per call, jobs kept on completion), ${workers} worker process(es) with concurrency 1 returning a constant`,
   };
 }
 
 const MatrixView = z.object({ state: z.string(), createdAt: z.string(), progress: z.object({ stored: z.number() }) }).loose();
 const Results = z.object({ runs: z.array(z.object({ storedAt: z.string() }).loose()) }).loose();
+
+/** CPU seconds (user + system) a process has used so far; NaN once it is gone. */
+async function cpuSecondsOf(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid ?? 0}/stat`, 'utf8').catch(() => '');
+  // Fields after the parenthesised command name, which may itself hold spaces.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** CPU seconds Redis has used so far (INFO cpu), to charge each side its share. */
+async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (key: string) => Number(new RegExp(`^${key}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+const round = (x: number) => Number(x.toFixed(2));
+const sum = (xs: readonly number[]) => round(xs.reduce((a, b) => a + b, 0));
 
 async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: number }> {
   const status = await readFile(`/proc/${pid ?? 0}/status`, 'utf8').catch(() => '');
@@ -153,8 +184,11 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
   const agents = [0, 1].map((i) => child([CLI, 'agent'], { ...env, FSBENCH_MACHINE: `agent${i}`, ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}) }));
   for (const a of agents) await waitOutput(a.output, /waiting for runs/);
   const client = new CoordinatorClient(url);
+  const redisClient = connectRedis(redisUrl, 'bench-cpu');
+  const redisCpuBefore = await redisCpuSeconds(redisClient);
+  const cpuBefore = await Promise.all([coord, ...agents].map((p) => cpuSecondsOf(p.proc.pid)));
   const ids: string[] = [];
-  const rssSamples: { stored: number; rssBytes: number }[] = [];
+  const rssSamples: { ms: number; stored: number; rssBytes: number }[] = [];
   const start = Date.now();
   for (let i = 0; i < n; i += PER_MATRIX) {
     const count = Math.min(PER_MATRIX, n - i);
@@ -169,11 +203,15 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
       stored += m.progress.stored;
       if (m.state === 'done') finished++;
     }
-    rssSamples.push({ stored, rssBytes: (await rssOf(coord.proc.pid)).rss });
+    rssSamples.push({ ms: Date.now() - start, stored, rssBytes: (await rssOf(coord.proc.pid)).rss });
     if (finished === ids.length) break;
     await sleep(250);
   }
   const { hwm } = await rssOf(coord.proc.pid);
+  const cpuAfter = await Promise.all([coord, ...agents].map((p) => cpuSecondsOf(p.proc.pid)));
+  const cpu = cpuAfter.map((c, i) => c - (cpuBefore[i] ?? Number.NaN));
+  const cpuSeconds = { coordinator: round(cpu[0] ?? Number.NaN), agents: sum(cpu.slice(1)), redis: round((await redisCpuSeconds(redisClient)) - redisCpuBefore) };
+  await redisClient.quit();
   const done: { created: number; finished: number }[] = [];
   for (const id of ids) {
     const created = Date.parse(MatrixView.parse(await client.json('GET', `/v1/matrices/${id}`)).createdAt);
@@ -188,7 +226,7 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
     ' enqueueing with addBulk (1000 per call, removed on completion), ' +
     '2 agent processes each running one run at a time (no host lock: no-op runs do not measure the kernel), ' +
     'each result XADDed to the results stream and stored by the coordinator in SQLite in batches';
-  return { ...side(label, start, done), setup, coordinatorPeakRssBytes: hwm, coordinatorRssSamples: rssSamples };
+  return { ...side(label, start, done), setup, cpuSeconds, coordinatorPeakRssBytes: hwm, coordinatorRssSamples: rssSamples };
 }
 
 const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
@@ -202,6 +240,7 @@ async function main(): Promise<void> {
       cells: { type: 'string', default: '10000' },
       hosts: { type: 'string', default: '1,2' },
       'bare-workers': { type: 'string', default: '2' },
+      profile: { type: 'string', default: '' },
       out: { type: 'string', default: path.resolve(HERE, '..', '..', 'bench', 'results', 'dispatch.json') },
     },
   });
@@ -211,6 +250,7 @@ async function main(): Promise<void> {
     await bareWorker(values.redis, values.prefix);
     return;
   }
+  if (values.profile !== '') childNodeFlags = ['--cpu-prof', '--cpu-prof-dir', path.resolve(values.profile)];
   const bareWorkers = Number(values['bare-workers']);
   if (!Number.isInteger(bareWorkers) || bareWorkers < 1) throw new Error('--bare-workers must be a positive integer');
   const redis = await startRedis();
