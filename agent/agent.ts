@@ -1,7 +1,7 @@
 /**
  * An agent: BullMQ workers on the shared `any` queue and on its host's queue, one run at a time,
- * under the host lock when the workload measures the kernel, results appended to the results
- * stream. SIGTERM stops taking jobs, lets the current run finish for the grace period, then
+ * under the host lock when the workload measures the kernel, each job completed with its run's
+ * report. SIGTERM stops taking jobs, lets the current run finish for the grace period, then
  * abandons it (cleaned up by the workload, the job retried elsewhere).
  */
 import { randomUUID } from 'node:crypto';
@@ -10,7 +10,7 @@ import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { FsbenchError } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
-import { ANY_TARGET, queueName, REPORT_FIELD, resultsStream } from '../coordinator/jobs.js';
+import { ANY_TARGET, fingerprintsKey, queueName } from '../coordinator/jobs.js';
 import { awaitRedis, connectRedis } from '../coordinator/redis.js';
 import { collectFingerprint } from '../runner/fingerprint.js';
 import { readBootId } from '../runner/host.js';
@@ -67,7 +67,6 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   await awaitRedis(redis, s.redisUrl, log);
   const startedAt = new Date().toISOString();
   const hardStop = new AbortController();
-  const stream = resultsStream(s.queuePrefix);
 
   const pollMs = Math.max(20, Math.min(250, Math.round(s.heartbeat / 4)));
   const lock = new HostLock(redis, {
@@ -97,8 +96,8 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     fingerprint: () => fingerprint,
     hardStop: hardStop.signal,
     idleReleaseMs: pollMs,
-    report: async (report) => {
-      await redis.xadd(stream, '*', REPORT_FIELD, JSON.stringify(report));
+    publishFingerprint: async (hash, json) => {
+      await redis.hset(fingerprintsKey(s.queuePrefix), hash, json);
     },
     log,
     sandbox: sandbox ?? undefined,

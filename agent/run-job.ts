@@ -1,8 +1,8 @@
 /**
  * What an agent does with one run job: parse it, take the host lock when the workload measures
  * the kernel, warm up when the previous run here was another cell, run it through the same
- * `runCell` as `fsbench run`, and report the RunResult to the results stream before BullMQ
- * completes (and removes) the job.
+ * `runCell` as `fsbench run`, and complete the job with the run's report (see jobs.ts for where
+ * BullMQ puts it).
  *
  * A run that fails in the workload is a `failed` result, reported like any other: final, never
  * retried. A run this agent abandons (stopping, or its host lock lost) throws instead, so BullMQ
@@ -11,7 +11,7 @@
 import { readdir } from 'node:fs/promises';
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { fingerprintHash, type MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { runCell } from '../runner/run-cell.js';
@@ -30,9 +30,9 @@ export interface RunJobDeps {
   readonly hardStop: AbortSignal;
   /** How long the lock stays held after a run, waiting for the next one. */
   readonly idleReleaseMs: number;
-  /** Appends a finished run to the results stream; the job completes only once this resolved. */
-  readonly report: (report: RunReport) => Promise<void>;
   readonly log: (line: string) => void;
+  /** Puts a fingerprint where the coordinator finds it by hash (see fingerprintsKey). */
+  readonly publishFingerprint: (hash: string, json: string) => Promise<void>;
   /** Runs cells with `container.*` parameters in fresh containers; absent without a Docker engine. */
   readonly sandbox?: WorkloadRunner | undefined;
 }
@@ -43,6 +43,8 @@ export class RunExecutor {
   private running: { run: CurrentRun; abort: AbortController } | null = null;
   private lastCell: string | null = null;
   private idleTimer: NodeJS.Timeout | undefined;
+  /** Fingerprint JSON -> hash, for those published already (bounded). */
+  private readonly published = new Map<string, string>();
   runsDone = 0;
 
   constructor(private readonly deps: RunJobDeps) {}
@@ -61,10 +63,11 @@ export class RunExecutor {
   }
 
   /**
-   * The BullMQ processor. The result goes to the results stream, not into the job: the job
-   * completes with no value and is removed, so a run's result is serialized once.
+   * The BullMQ processor: what it returns is the job's return value, the run's report. It takes
+   * no abort signal from BullMQ, which would make one per job for cancelJob(), never used here:
+   * runs are abandoned through `abandon()` and `hardStop`.
    */
-  readonly process = async (job: Job<unknown, unknown>, _token?: string, signal?: AbortSignal): Promise<void> => {
+  readonly process = async (job: Job<unknown, unknown>): Promise<RunReport> => {
     const parsed = RunJob.safeParse(job.data);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(job)'}: ${i.message}`).join('; ');
@@ -73,20 +76,34 @@ export class RunExecutor {
     const data = parsed.data;
     const release = await this.takeSlot();
     try {
-      const result = await this.runOne(data, signal);
-      await this.deps.report({
+      const { fingerprint, ...result } = await this.runOne(data);
+      return {
         matrixId: data.matrixId,
         target: data.target,
         cellId: data.cell.id,
         repetition: data.repetition,
         attempts: Math.max(1, job.attemptsStarted),
+        fingerprint: await this.fingerprintHash(fingerprint),
         result,
-      });
+      };
     } finally {
       this.running = null;
       release();
     }
   };
+
+  /** The fingerprint's hash, published first if this agent has not published it yet. */
+  private async fingerprintHash(fingerprint: MachineFingerprint): Promise<string> {
+    const json = JSON.stringify(fingerprint);
+    let hash = this.published.get(json);
+    if (hash === undefined) {
+      hash = fingerprintHash(json);
+      await this.deps.publishFingerprint(hash, json);
+      if (this.published.size >= 100) this.published.clear();
+      this.published.set(json, hash);
+    }
+    return hash;
+  }
 
   /**
    * Restores what a dead agent's run left on this host when nothing here runs: an exclusive run
@@ -114,16 +131,23 @@ export class RunExecutor {
       release = resolve;
     });
     await previous;
-    clearTimeout(this.idleTimer);
+    this.cancelIdleRelease();
     return () => {
-      this.scheduleIdleRelease();
+      if (this.deps.lock.held) this.scheduleIdleRelease();
       release();
     };
   }
 
-  private scheduleIdleRelease(): void {
+  private cancelIdleRelease(): void {
+    if (this.idleTimer === undefined) return;
     clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+  }
+
+  private scheduleIdleRelease(): void {
+    this.cancelIdleRelease();
     this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined;
       if (this.running === null) void this.deps.lock.release().catch(() => undefined);
     }, this.deps.idleReleaseMs);
   }
@@ -132,7 +156,7 @@ export class RunExecutor {
    * Runs that measure the kernel hold the host lock ("never two measurements on one kernel at
    * once"); the others neither take it nor keep it from an agent that wants to measure.
    */
-  private async runOne(job: RunJob, bullSignal: AbortSignal | undefined): Promise<RunResult> {
+  private async runOne(job: RunJob): Promise<RunResult> {
     const { lock, hardStop } = this.deps;
     if (WORKLOADS[job.cell.workload].exclusive) {
       if (lock.held && lock.shouldYield) await lock.release(true);
@@ -144,9 +168,23 @@ export class RunExecutor {
     } else if (lock.held) {
       await lock.release();
     }
+    // One controller per run, tied to hardStop by a listener removed after the run: cheaper than
+    // AbortSignal.any(), whose dependants pile up on hardStop until a garbage collection.
     const abort = new AbortController();
-    const signals = [abort.signal, hardStop, ...(bullSignal ? [bullSignal] : [])];
-    const signal = AbortSignal.any(signals);
+    const onHardStop = (): void => {
+      abort.abort(hardStop.reason);
+    };
+    if (hardStop.aborted) onHardStop();
+    else hardStop.addEventListener('abort', onHardStop, { once: true });
+    try {
+      return await this.measure(job, abort);
+    } finally {
+      hardStop.removeEventListener('abort', onHardStop);
+    }
+  }
+
+  private async measure(job: RunJob, abort: AbortController): Promise<RunResult> {
+    const { signal } = abort;
     this.running = {
       run: { matrixId: job.matrixId, cellId: job.cell.id, repetition: job.repetition, startedAt: new Date().toISOString() },
       abort,
@@ -177,6 +215,6 @@ export class RunExecutor {
 
   /** Stops the idle timer; the caller releases the lock. */
   dispose(): void {
-    clearTimeout(this.idleTimer);
+    this.cancelIdleRelease();
   }
 }

@@ -2,6 +2,7 @@
  * What a machine is, recorded with every run so results from different machines are compared
  * knowing what differs between them.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 const bytes = z.number().int().nonnegative();
@@ -81,3 +82,11 @@ export const MachineFingerprint = z
   })
   .strict();
 export type MachineFingerprint = z.infer<typeof MachineFingerprint>;
+
+/**
+ * A fingerprint's name by content: the first 16 hex digits of the SHA-256 of its JSON text.
+ * Stored runs point at their fingerprint by it, and agents name theirs by it in their reports.
+ */
+export function fingerprintHash(json: string): string {
+  return createHash('sha256').update(json).digest('hex').slice(0, 16);
+}

@@ -56,7 +56,8 @@ export const SkippedRun = RunBase.extend({
   reason: z.string(),
 }).strict();
 
-export const RunResult = z.discriminatedUnion('state', [OkRun, FailedRun, SkippedRun]).superRefine((run, ctx) => {
+/** An ok run's metrics must be the ones its workload defines. */
+function checkMetrics(run: { state: string; workload: (typeof WORKLOAD_NAMES)[number]; metrics?: unknown }, ctx: z.RefinementCtx): void {
   if (run.state !== 'ok') return;
   const r = WORKLOADS[run.workload].metrics.safeParse(run.metrics);
   if (!r.success) {
@@ -64,6 +65,19 @@ export const RunResult = z.discriminatedUnion('state', [OkRun, FailedRun, Skippe
       ctx.addIssue({ code: 'custom', path: ['metrics', ...issue.path.map(String)], message: issue.message });
     }
   }
-});
+}
+
+export const RunResult = z.discriminatedUnion('state', [OkRun, FailedRun, SkippedRun]).superRefine(checkMetrics);
 export type RunResult = z.infer<typeof RunResult>;
+
+const NO_FINGERPRINT = { fingerprint: true } as const;
+
+/**
+ * A RunResult without its fingerprint, which travels apart and is named by its hash: how an
+ * agent reports a run (see coordinator/jobs.ts), a few hundred bytes instead of a kilobyte.
+ */
+export const RunResultSansFingerprint = z
+  .discriminatedUnion('state', [OkRun.omit(NO_FINGERPRINT), FailedRun.omit(NO_FINGERPRINT), SkippedRun.omit(NO_FINGERPRINT)])
+  .superRefine(checkMetrics);
+export type RunResultSansFingerprint = z.infer<typeof RunResultSansFingerprint>;
 export type OkRun = z.infer<typeof OkRun>;

@@ -1,37 +1,52 @@
 /**
- * Collects results. Agents append each finished run to the results stream (see jobs.ts); jobs
- * that gave up (their agents died or abandoned them too often) sit in their queue's failed set.
- * The collector reads the stream in batches, stores each batch in one SQLite transaction
- * (duplicates ignored), and only then deletes the entries (XDEL) or removes the failed jobs, so
- * a crash at any point loses nothing and doubles nothing; at start it reads the stream from its
- * beginning and so finds what completed while the coordinator was down.
+ * Collects results. An agent completes each run's job with the run's report, which BullMQ's
+ * completion script appends to the queue's event stream (see jobs.ts); jobs that gave up (their
+ * agents died or abandoned them too often) sit in their queue's failed set. The collector reads
+ * the event streams of the queues in use in batches, stores each batch in one SQLite transaction
+ * together with how far each stream has been read (duplicates ignored), and only then trims what
+ * it stored from the streams or removes the failed jobs. A crash at any point loses nothing and
+ * doubles nothing; at start it goes on from the positions in the database, and so finds what
+ * completed while the coordinator was down.
  *
- * Why XREAD and XDEL rather than a consumer group: there is one coordinator, and whatever it has
- * not deleted is, by construction, not yet stored; a group's pending list would say the same
- * thing with one more command per batch (XACK).
+ * Why XREAD and a cursor rather than a consumer group: there is one coordinator, and the cursor
+ * commits with the runs it covers, which a group's acknowledgements (a second store) cannot.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { RunResult } from '../contract/result.js';
+import { z } from 'zod';
+import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
+import { RunResultSansFingerprint } from '../contract/result.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, REPORT_FIELD, resultsStream, RunJob, RunReport } from './jobs.js';
+import { ANY_TARGET, fingerprintsKey, RunJob, RunReport } from './jobs.js';
 import type { Store, StoredRun } from './store.js';
 
-/** Entries per read: one SQLite transaction and one XDEL each. */
-const BATCH = 500;
 /**
- * After a read that found fewer than BATCH entries, wait this long before the next: under load,
+ * Event stream entries per read and stream: one SQLite transaction each. A run makes about four
+ * events (added, waiting, active, completed), so this is some 500 runs.
+ */
+const BATCH = 2000;
+/** Failed jobs per look at a queue's failed set. */
+const FAILED_BATCH = 500;
+/**
+ * After a read that found less than a full batch, wait this long before the next: under load,
  * batches of tens instead of a few, for a latency that queueing dwarfs anyway.
  */
 const GATHER_MS = 25;
+/**
+ * A report whose result is looked at apart: a report for a known run with an invalid result is
+ * stored as a failed run saying why, not dropped.
+ */
+const Report = RunReport.extend({ result: z.unknown() });
+type Report = z.infer<typeof Report>;
+
 /** Cancelled and finished matrices may still have runs in flight for a while. */
 const LATE_RESULTS_MS = 3_600_000;
 
 export interface CollectorDeps {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
-  /** For XDEL; the blocking reads use a connection of their own, duplicated from this one. */
+  /** For trimming; the blocking reads use a connection of their own, duplicated from this one. */
   readonly redis: Redis;
   readonly prefix: string;
   /** Told which matrices changed, after each stored batch. */
@@ -47,15 +62,18 @@ export class Collector {
   private running = false;
   private loop: Promise<void> | undefined;
   private failing = false;
-  private readonly stream: string;
   /** A blocking XREAD holds its connection: never the one the API and the queues share. */
   private reader: Redis | undefined;
-  /** The last entry stored *and* deleted; a batch whose XDEL failed is read again. */
-  private lastId = '0-0';
+  /** Event stream key -> the last entry stored; from the database at start, then kept here. */
+  private readonly cursors: Map<string, string>;
+  /** Fingerprint hash -> fingerprint, for those met lately (bounded). */
+  private readonly fingerprints = new Map<string, MachineFingerprint>();
+  /** The queues whose streams are read: `any` and the hosts of recent matrices. */
+  private targets: string[] = [ANY_TARGET];
   private nextFailedScan = 0;
 
   constructor(private readonly deps: CollectorDeps) {
-    this.stream = resultsStream(deps.prefix);
+    this.cursors = deps.store.streamCursors();
   }
 
   start(): void {
@@ -94,67 +112,120 @@ export class Collector {
     }
   }
 
-  /** One read of the stream (waiting up to pollMs for it), and the failed sets when due. */
+  /** One read of the event streams (waiting up to pollMs for it), and the failed sets when due. */
   private async drainOnce(reader: Redis): Promise<number> {
-    let n = await this.drainStream(reader);
     if (Date.now() >= this.nextFailedScan) {
       this.nextFailedScan = Date.now() + this.deps.pollMs;
       const targets = this.deps.store.activeTargets(Date.now() - LATE_RESULTS_MS);
       targets.add(ANY_TARGET);
-      for (const target of targets) n += await this.drainFailed(this.deps.dispatcher.queue(target));
+      this.targets = [...targets];
+      let n = 0;
+      for (const target of this.targets) n += await this.drainFailed(this.deps.dispatcher.queue(target));
+      return n + (await this.drainEvents(reader));
     }
+    return this.drainEvents(reader);
+  }
+
+  private async drainEvents(reader: Redis): Promise<number> {
+    const keys = this.targets.map((t) => this.deps.dispatcher.queue(t).toKey('events'));
+    const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
+    const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
+    if (!read) return 0;
+    const reports: { stream: string; id: string; report: Report }[] = [];
+    const readTo = new Map<string, string>();
+    let n = 0;
+    for (const [stream, entries] of read) {
+      const last = entries.at(-1);
+      if (!last) continue;
+      readTo.set(stream, last[0]);
+      n = Math.max(n, entries.length);
+      for (const [id, fields] of entries) {
+        const report = this.reportOf(stream, id, fields);
+        if (report) reports.push({ stream, id, report });
+      }
+    }
+    await this.resolveFingerprints(new Set(reports.map((r) => r.report.fingerprint)));
+    const runs: StoredRun[] = [];
+    for (const r of reports) {
+      const run = this.fromReport(r.report);
+      if (run) runs.push(run);
+    }
+    const changed = this.deps.store.storeRuns(runs, readTo);
+    for (const [key, id] of readTo) this.cursors.set(key, id);
+    this.deps.onStored?.(runs);
+    if (changed.size > 0) this.deps.onChange(changed);
+    // What is stored goes from Redis; a failed trim is retried with the next batch's.
+    const trim = this.deps.redis.pipeline();
+    for (const [key, id] of readTo) trim.xtrim(key, 'MINID', '~', id);
+    await trim.exec();
     return n;
   }
 
-  private async drainStream(reader: Redis): Promise<number> {
-    const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', this.stream, this.lastId);
-    const entries = read?.[0]?.[1] ?? [];
-    const last = entries.at(-1);
-    if (!last) return 0;
-    const runs: StoredRun[] = [];
-    for (const [id, fields] of entries) {
-      const run = this.fromReport(id, fields);
-      if (run) runs.push(run);
-    }
-    const changed = this.deps.store.storeRuns(runs);
-    this.deps.onStored?.(runs);
-    // Deleted only once stored: a crash in between stores them again, and duplicates are ignored.
-    await this.deps.redis.xdel(this.stream, ...entries.map(([id]) => id));
-    this.lastId = last[0];
-    if (changed.size > 0) this.deps.onChange(changed);
-    return entries.length;
-  }
-
-  private fromReport(id: string, fields: readonly string[]): StoredRun | null {
-    const at = fields.indexOf(REPORT_FIELD);
-    const raw = at >= 0 && at % 2 === 0 ? fields[at + 1] : undefined;
+  /** The report of a `completed` event; null for every other event. */
+  private reportOf(stream: string, id: string, fields: readonly string[]): Report | null {
+    if (field(fields, 'event') !== 'completed') return null;
+    const raw = field(fields, 'returnvalue');
     let json: unknown;
     try {
       json = raw === undefined ? undefined : JSON.parse(raw);
     } catch {
       json = undefined;
     }
-    const report = RunReport.safeParse(json);
-    if (!report.success) {
-      this.deps.log(`collector: dropping results entry ${id}, which is not a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
-      return null;
+    const report = Report.safeParse(json);
+    if (report.success) return report.data;
+    const job = field(fields, 'jobId') ?? '?';
+    this.deps.log(`collector: ignoring ${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
+    return null;
+  }
+
+  /** Looks up, checks and stores the fingerprints the agents published that are not known here yet. */
+  private async resolveFingerprints(hashes: ReadonlySet<string>): Promise<void> {
+    const missing = [...hashes].filter((h) => !this.fingerprints.has(h));
+    if (missing.length === 0) return;
+    const jsons = await this.deps.redis.hmget(fingerprintsKey(this.deps.prefix), ...missing);
+    missing.forEach((hash, i) => {
+      const json = jsons[i];
+      if (typeof json !== 'string' || fingerprintHash(json) !== hash) return;
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(json);
+      } catch {
+        return;
+      }
+      const fingerprint = MachineFingerprint.safeParse(parsed);
+      if (!fingerprint.success) return;
+      this.deps.store.putFingerprint(hash, json);
+      // Fingerprints change rarely, but never let the cache grow with the runs.
+      if (this.fingerprints.size >= 1000) this.fingerprints.clear();
+      this.fingerprints.set(hash, fingerprint.data);
+    });
+  }
+
+  private fromReport(r: Report): StoredRun | null {
+    const result = RunResultSansFingerprint.safeParse(r.result);
+    const fingerprint = this.fingerprints.get(r.fingerprint);
+    if (result.success && fingerprint && result.data.cellId === r.cellId && result.data.repetition === r.repetition) {
+      return {
+        kind: 'result',
+        matrixId: r.matrixId,
+        target: r.target,
+        result: { ...result.data, fingerprint },
+        attempts: r.attempts,
+        fingerprintHash: r.fingerprint,
+      };
     }
-    const r = report.data;
-    const result = RunResult.safeParse(r.result);
-    const matches = result.success && result.data.cellId === r.cellId && result.data.repetition === r.repetition;
-    if (result.success && matches) {
-      return { kind: 'result', matrixId: r.matrixId, target: r.target, result: result.data, attempts: r.attempts };
-    }
-    const why = result.success
-      ? 'the agent returned the result of another run'
-      : `the agent's result is invalid: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`;
+    const why = !result.success
+      ? `the agent's result is invalid: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`
+      : fingerprint
+        ? 'the agent returned the result of another run'
+        : `the agent's fingerprint ${r.fingerprint} is missing from Redis or invalid`;
     const cell = this.deps.store.cell(r.matrixId, r.cellId);
     if (!cell) return null;
     return this.gaveUp({ matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
   }
 
   private async drainFailed(q: Queue<unknown, unknown>): Promise<number> {
-    const jobs = await q.getJobs(['failed'], 0, BATCH - 1, true);
+    const jobs = await q.getJobs(['failed'], 0, FAILED_BATCH - 1, true);
     if (jobs.length === 0) return 0;
     const runs: StoredRun[] = [];
     for (const job of jobs) {
@@ -193,4 +264,10 @@ export class Collector {
       attempts,
     };
   }
+}
+
+/** A field of a stream entry, whose fields come as [name, value, name, value, ...]. */
+function field(fields: readonly string[], name: string): string | undefined {
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
 }

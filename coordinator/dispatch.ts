@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import type { Cell, Placement } from '../contract/matrix.js';
 import type { AgentStatus } from '../agent/registry.js';
 import { HttpError } from './errors.js';
-import { ANY_TARGET, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from './jobs.js';
+import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from './jobs.js';
 import type { TargetInfo } from './store.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
@@ -49,12 +49,18 @@ export class Dispatcher {
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly maxAttempts: number,
+    /** FSBENCH_MAX_QUEUED: sizes the queues' event streams, which carry the runs' reports. */
+    private readonly maxQueued: number,
   ) {}
 
   queue(target: string): Queue<unknown, unknown> {
     let q = this.queues.get(target);
     if (!q) {
-      q = new Queue<unknown, unknown>(queueName(target), { connection: this.redis, prefix: this.prefix });
+      q = new Queue<unknown, unknown>(queueName(target), {
+        connection: this.redis,
+        prefix: this.prefix,
+        streams: { events: { maxLen: eventStreamLength(this.maxQueued) } },
+      });
       this.queues.set(target, q);
     }
     return q;

@@ -1,17 +1,19 @@
 /**
- * The wire protocol between the coordinator and its agents: queue names, job ids and the data a
- * run job carries. Both sides import it, so the queue layout is decided in one place.
+ * The wire protocol between the coordinator and its agents: queue names, job ids, the data a
+ * run job carries and the report it completes with. Both sides import it, so the queue layout
+ * is decided in one place.
  *
- * One job is one run (a cell, a repetition, a target). An agent appends the run's RunResult to
- * the results stream (one per installation) *before* it completes the job, and completed jobs
- * are removed at once: the stream entry is the result, durable in Redis until the coordinator
- * has stored it, which is why agents never need HTTP and why runs finished while the
- * coordinator was down are not lost. A crash between the two leaves the job to be retried, and
- * the second report of the run is ignored when stored.
+ * One job is one run (a cell, a repetition, a target). An agent completes the job with the
+ * run's RunReport as its return value. BullMQ's completion script appends that value to the
+ * queue's event stream (`<prefix>:<queue>:events`, event `completed`, the stream QueueEvents
+ * reads) in the same atomic step that removes the job: the report is durable in Redis from the
+ * moment the job is done, the agent sends nothing else, and runs finished while the coordinator
+ * was down are read when it comes back. The coordinator reads the event streams from where its
+ * database says it stopped (see collector.ts), so nothing is lost and nothing doubled.
  */
 import { z } from 'zod';
 import { Cell } from '../contract/matrix.js';
-import { RunResult } from '../contract/result.js';
+import { RunResultSansFingerprint } from '../contract/result.js';
 import { redisKey } from './redis.js';
 
 /** The shared queue of runs placed `any`: whichever host is free takes the next one. */
@@ -48,22 +50,39 @@ export const RUN_JOB_NAME = 'run';
 /**
  * Retries: a thrown error (an abandoned run) counts against `attempts`; a dead agent's run is
  * retried by the stalled-job check up to `maxStalledCount` times. Completed jobs are removed at
- * once (their result is in the results stream); failed ones, which gave up, are kept until the
- * coordinator has stored them as failed runs.
+ * once (their report is in the queue's event stream); failed ones, which gave up, are kept until
+ * the coordinator has stored them as failed runs.
  */
 export function runJobOptions(maxAttempts: number): { attempts: number; removeOnComplete: true; removeOnFail: false } {
   return { attempts: maxAttempts, removeOnComplete: true, removeOnFail: false };
 }
 
-/** The Redis stream agents append results to and the coordinator drains. */
-export function resultsStream(prefix: string): string {
-  return redisKey(prefix, 'run-results');
+/**
+ * How many entries a queue's event stream keeps before BullMQ trims the oldest. BullMQ's default
+ * (10,000) would drop reports the coordinator has not read yet whenever it is down or slow for a
+ * few thousand runs. A run makes at most a handful of events (added, waiting, active, completed,
+ * and one or two per retry), and no more runs can complete unread than were queued, so 10 per
+ * queued run never trims a report. The coordinator trims what it has stored, so in normal
+ * operation the streams stay short whatever this says.
+ */
+export function eventStreamLength(maxQueued: number): number {
+  return Math.max(10_000, 10 * maxQueued);
 }
 
-/** The one field of a results stream entry: a RunReport as JSON. */
-export const REPORT_FIELD = 'run';
+/**
+ * Where agents put their fingerprints (a hash: fingerprint hash -> JSON), each before the first
+ * report that names it. Fingerprints change rarely (an agent's start, a new kernel, another
+ * target filesystem), so this stays small; it has no expiry because a report can wait in a
+ * stream for as long as the coordinator is down.
+ */
+export function fingerprintsKey(prefix: string): string {
+  return redisKey(prefix, 'fingerprints');
+}
 
-/** A results stream entry: which run (from the job) and its result (from the runner). */
+/**
+ * What a run job completes with: which run (from the job), its result (from the runner) and
+ * its fingerprint by hash (see fingerprintsKey), which would otherwise be most of every report.
+ */
 export const RunReport = z
   .object({
     matrixId: RunJob.shape.matrixId,
@@ -72,7 +91,8 @@ export const RunReport = z
     repetition: z.number().int().nonnegative(),
     /** How many times an agent started the run, this one included. */
     attempts: z.number().int().positive(),
-    result: RunResult,
+    fingerprint: z.string().regex(/^[0-9a-f]{16}$/),
+    result: RunResultSansFingerprint,
   })
   .strict();
 export type RunReport = z.infer<typeof RunReport>;

@@ -7,7 +7,15 @@ import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 
 export type StoredRun =
-  | { readonly kind: 'result'; readonly matrixId: string; readonly target: string; readonly result: RunResult; readonly attempts: number }
+  | {
+      readonly kind: 'result';
+      readonly matrixId: string;
+      readonly target: string;
+      readonly result: RunResult;
+      readonly attempts: number;
+      /** The result's fingerprint's hash when it is known already (and its fingerprint stored). */
+      readonly fingerprintHash?: string;
+    }
   | {
       readonly kind: 'gave-up';
       readonly matrixId: string;
@@ -69,7 +77,7 @@ export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineF
       null, null, null, 'INTERNAL', run.message, null, null, null, run.attempts, now];
   }
   const r = run.result;
-  const fp = fingerprintHash(r.fingerprint);
+  const fp = run.fingerprintHash ?? fingerprintHash(r.fingerprint);
   const common = [run.matrixId, r.cellId, run.target, r.repetition, r.fingerprint.machine, r.fingerprint.bootId, r.state,
     JSON.stringify(r.params), r.startedAt, r.finishedAt] as const;
   switch (r.state) {

@@ -34,14 +34,14 @@ export interface RunningCoordinator {
   stop(): Promise<void>;
 }
 
-/** How long the collector's read of the results stream waits, and how often it looks for runs that gave up. */
+/** How long the collector's read of the event streams waits, and how often it looks for runs that gave up. */
 const COLLECT_POLL_MS = 100;
 
 export async function startCoordinator(s: CoordinatorSettings, log: (line: string) => void): Promise<RunningCoordinator> {
   const redis = connectRedis(s.redisUrl, 'fsbench-coordinator');
   await awaitRedis(redis, s.redisUrl, log);
   const store = Store.open(s.dataDir);
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts);
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued);
   const hub = new ProgressHub(store);
   const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix });
   const collector = new Collector({

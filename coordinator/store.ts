@@ -4,13 +4,12 @@
  * a run was placed on (`all`, `{labels}`), or `any`: a retried `any` run that lands on another
  * machine is still the same run. This module owns the schema; nothing else writes SQL.
  */
-import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
-import { MachineFingerprint } from '../contract/fingerprint.js';
+import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
 import { toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';
@@ -89,6 +88,7 @@ CREATE TABLE IF NOT EXISTS runs (
   PRIMARY KEY (matrix_id, cell_id, target, repetition)
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
+CREATE TABLE IF NOT EXISTS stream_cursors (stream TEXT PRIMARY KEY, last_id TEXT NOT NULL) WITHOUT ROWID;
 `;
 
 function toRecord(r: MatrixRow): MatrixRecord {
@@ -125,7 +125,7 @@ export interface NewMatrix {
 
 export class Store {
   readonly db: Database.Database;
-  private readonly fingerprintsSeen = new Set<string>();
+  private readonly fingerprintHashes = new Map<string, string>();
 
   private constructor(file: string) {
     this.db = new Database(file);
@@ -232,16 +232,26 @@ export class Store {
     return r.changes === 1;
   }
 
+  /**
+   * Content-addressed: a fingerprint is stored once however many runs carry it. The hash of a
+   * JSON text is remembered (bounded), so the runs of one agent cost one hash between them.
+   */
   private fingerprintHash(f: MachineFingerprint): string {
     const json = JSON.stringify(f);
-    const hash = createHash('sha256').update(json).digest('hex').slice(0, 16);
-    if (!this.fingerprintsSeen.has(hash)) {
-      this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)').run(hash, json);
-      // Bounded: fingerprints change rarely, but never let the cache grow with the runs.
-      if (this.fingerprintsSeen.size > 1000) this.fingerprintsSeen.clear();
-      this.fingerprintsSeen.add(hash);
+    let hash = this.fingerprintHashes.get(json);
+    if (hash === undefined) {
+      hash = fingerprintHash(json);
+      this.putFingerprint(hash, json);
+      // Fingerprints change rarely, but never let the cache grow with the runs.
+      if (this.fingerprintHashes.size >= 1000) this.fingerprintHashes.clear();
+      this.fingerprintHashes.set(json, hash);
     }
     return hash;
+  }
+
+  /** Stores a fingerprint under its hash (see fingerprintHash), once. */
+  putFingerprint(hash: string, json: string): void {
+    this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)').run(hash, json);
   }
 
   private statements: ReturnType<Store['prepareStoreStatements']> | undefined;
@@ -260,7 +270,7 @@ export class Store {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       count: this.db.prepare(
-        `UPDATE matrices SET stored_runs = stored_runs + 1, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
+        `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
            skipped_runs = skipped_runs + ?, started_at = COALESCE(started_at, ?),
            state = CASE WHEN state = 'queued' THEN 'running' ELSE state END
          WHERE id = ?`,
@@ -269,29 +279,48 @@ export class Store {
         "UPDATE matrices SET state = 'done', finished_at = ? WHERE id = ? AND state IN ('queued', 'running') AND stored_runs >= expected_runs",
       ),
       known: this.db.prepare<[string], { id: string }>('SELECT id FROM matrices WHERE id = ?'),
+      cursor: this.db.prepare('INSERT INTO stream_cursors (stream, last_id) VALUES (?, ?) ON CONFLICT (stream) DO UPDATE SET last_id = excluded.last_id'),
     };
   }
 
   /**
-   * Stores runs in one transaction, ignoring any already stored; updates the counters and the
-   * state of their matrices. Returns the ids of the matrices that changed.
+   * Stores runs in one transaction, ignoring any already stored, with the counters and state of
+   * their matrices and, when given, how far each Redis stream they came from has been read: a
+   * crash either keeps both or neither. Returns the ids of the matrices that changed.
    */
-  storeRuns(runs: readonly StoredRun[]): Set<string> {
-    const { insert, count, finish, known } = this.storeStatements();
-    const changed = new Set<string>();
+  storeRuns(runs: readonly StoredRun[], cursors: ReadonlyMap<string, string> = new Map()): Set<string> {
+    const { insert, count, finish, known, cursor } = this.storeStatements();
+    const counts = new Map<string, { ok: number; failed: number; skipped: number }>();
     this.db.transaction(() => {
       const now = Date.now();
       for (const run of runs) {
-        if (!known.get(run.matrixId)) continue;
+        let c = counts.get(run.matrixId);
+        if (c === undefined) {
+          if (!known.get(run.matrixId)) continue;
+          c = { ok: 0, failed: 0, skipped: 0 };
+          counts.set(run.matrixId, c);
+        }
         const row = toRow(run, now, (f) => this.fingerprintHash(f));
-        if (insert.run(...row).changes === 0) continue;
-        const state = row[6];
-        count.run(state === 'ok' ? 1 : 0, state === 'failed' ? 1 : 0, state === 'skipped' ? 1 : 0, now, run.matrixId);
-        changed.add(run.matrixId);
+        if (insert.run(...row).changes === 1) c[row[6]]++;
       }
-      for (const id of changed) finish.run(now, id);
+      for (const [id, c] of counts) {
+        const stored = c.ok + c.failed + c.skipped;
+        if (stored === 0) {
+          counts.delete(id);
+          continue;
+        }
+        count.run(stored, c.ok, c.failed, c.skipped, now, id);
+        finish.run(now, id);
+      }
+      for (const [stream, lastId] of cursors) cursor.run(stream, lastId);
     })();
-    return changed;
+    return new Set(counts.keys());
+  }
+
+  /** How far each Redis stream has been read and stored (stream key -> last entry id). */
+  streamCursors(): Map<string, string> {
+    const rows = this.db.prepare<[], { stream: string; last_id: string }>('SELECT stream, last_id FROM stream_cursors').all();
+    return new Map(rows.map((r) => [r.stream, r.last_id]));
   }
 
   /** Runs of a matrix, in cell order, for export; iterated so memory stays flat. */

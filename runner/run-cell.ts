@@ -3,11 +3,16 @@
  * the workload cannot measure, `failed` with a stable code when the run could not be measured,
  * `ok` with metrics checked against the workload's metric schema. The local CLI and the agent
  * both call this and nothing else.
+ *
+ * The result is built, not parsed: everything in it is typed, and the one part a workload
+ * reports from outside (its metrics, from a probe's output) is parsed with the workload's
+ * metric schema. Whoever receives a result across a boundary (the coordinator, `fsbench upload`)
+ * parses it with RunResult there.
  */
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import { RunResult } from '../contract/result.js';
+import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import type { RunContext, WorkloadRunner } from './workload.js';
 import { RUNNERS } from './workloads.js';
@@ -47,12 +52,12 @@ export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResu
   };
   const reason = WORKLOADS[cell.workload].skipReason(cell.params);
   if (reason !== undefined) {
-    return RunResult.parse({ ...base, finishedAt: startedAt, limits: null, state: 'skipped', reason });
+    return { ...base, finishedAt: startedAt, limits: null, state: 'skipped', reason };
   }
   try {
     const outcome = await runnerFor(cell, ctx).run(cell, ctx);
     const metrics = WORKLOADS[cell.workload].metrics.parse(outcome.metrics);
-    return RunResult.parse({
+    return {
       ...base,
       fingerprint: { ...req.fingerprint, targetFs: outcome.targetFs },
       finishedAt: new Date().toISOString(),
@@ -61,15 +66,15 @@ export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResu
       metrics,
       histograms: outcome.histograms ?? {},
       info: outcome.info ?? {},
-    });
+    };
   } catch (err) {
     const e = toFsbenchError(err, 'WORKLOAD_FAILED');
-    return RunResult.parse({
+    return {
       ...base,
       finishedAt: new Date().toISOString(),
       limits: null,
       state: 'failed',
       error: { code: e.code, message: e.message },
-    });
+    };
   }
 }

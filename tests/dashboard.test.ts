@@ -159,7 +159,7 @@ describe('dashboard in headless Chromium', () => {
     hub = new ProgressHub(store);
     const coordinator = buildApp({
       store,
-      dispatcher: new Dispatcher(client, prefix, 3),
+      dispatcher: new Dispatcher(client, prefix, 3, 200_000),
       hub,
       redis: client,
       prefix,

@@ -292,6 +292,38 @@ describe('the coordinator killed in the middle of a matrix', () => {
   });
 });
 
+describe('the coordinator down while thousands of runs complete', () => {
+  it('stores every one when it is back, none lost to the trimming of the event streams, and empties them', async () => {
+    const s = await setup('coord-down');
+    const first = await coordinator(s);
+    // 6000 runs make some 12,000 queue events (each is added, then completed), more than BullMQ keeps by default (10,000).
+    const { id } = (await first.client.json('POST', '/v1/matrices', noop('coord-down', 1000, 6, 0))) as { id: string };
+    first.proc.child.kill('SIGKILL');
+    await first.proc.exited();
+    await agent(s, 'a1', 'host-1');
+    const client = new Redis(redis.url);
+    const events = `${s.env.FSBENCH_QUEUE_PREFIX}:any:events`;
+    try {
+      const queued = async () => (await client.llen(`${s.env.FSBENCH_QUEUE_PREFIX}:any:wait`)) + (await client.llen(`${s.env.FSBENCH_QUEUE_PREFIX}:any:active`));
+      for (let end = Date.now() + 60_000; (await queued()) > 0; ) {
+        if (Date.now() > end) throw new Error('the agent did not finish the runs');
+        await sleep(100);
+      }
+      expect(await client.xlen(events)).toBeGreaterThan(10_000);
+
+      const second = await coordinator(s);
+      const done = await waitState(second.client, id, (m) => m.state === 'done');
+      expect(done.progress).toMatchObject({ stored: 6000, expected: 6000 });
+      expectEachRunOnce((await second.client.json('GET', `/v1/matrices/${id}/results`)) as Results, 1000, 6);
+      // What is stored leaves Redis (trimmed by whole stream nodes, so a few may remain).
+      await sleep(500);
+      expect(await client.xlen(events)).toBeLessThan(500);
+    } finally {
+      await client.quit();
+    }
+  }, 120_000);
+});
+
 describe('Redis restarted in the middle of a matrix', () => {
   it('the matrix completes, each run stored once', async () => {
     const s = await setup('redis-restart');
