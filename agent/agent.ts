@@ -103,6 +103,10 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     sandbox: sandbox ?? undefined,
   });
 
+  redis.on('ready', () => {
+    exec.forgetPublished();
+  });
+
   const status = (): AgentStatus => ({
     agentId,
     hostId,

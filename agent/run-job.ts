@@ -45,6 +45,7 @@ export class RunExecutor {
   private idleTimer: NodeJS.Timeout | undefined;
   /** Fingerprint JSON -> hash, for those published already (bounded). */
   private readonly published = new Map<string, string>();
+  private last: { fingerprint: MachineFingerprint; hash: string } | undefined;
   runsDone = 0;
 
   constructor(private readonly deps: RunJobDeps) {}
@@ -94,6 +95,8 @@ export class RunExecutor {
 
   /** The fingerprint's hash, published first if this agent has not published it yet. */
   private async fingerprintHash(fingerprint: MachineFingerprint): Promise<string> {
+    // Runs of one agent mostly carry the very same fingerprint object (see runCell).
+    if (fingerprint === this.last?.fingerprint) return this.last.hash;
     const json = JSON.stringify(fingerprint);
     let hash = this.published.get(json);
     if (hash === undefined) {
@@ -102,7 +105,17 @@ export class RunExecutor {
       if (this.published.size >= 100) this.published.clear();
       this.published.set(json, hash);
     }
+    this.last = { fingerprint, hash };
     return hash;
+  }
+
+  /**
+   * Publishes fingerprints again from the next run on: Redis may have come back without them
+   * (restarted without persistence), and a report naming an unknown hash cannot be stored.
+   */
+  forgetPublished(): void {
+    this.published.clear();
+    this.last = undefined;
   }
 
   /**

@@ -59,7 +59,8 @@ export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResu
     const metrics = WORKLOADS[cell.workload].metrics.parse(outcome.metrics);
     return {
       ...base,
-      fingerprint: { ...req.fingerprint, targetFs: outcome.targetFs },
+      // The same object when nothing changed, so whoever hashes it can tell without re-serializing.
+      fingerprint: outcome.targetFs === req.fingerprint.targetFs ? req.fingerprint : { ...req.fingerprint, targetFs: outcome.targetFs },
       finishedAt: new Date().toISOString(),
       limits: outcome.limits,
       state: 'ok',
