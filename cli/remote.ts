@@ -7,10 +7,8 @@ import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
-import { startAgent } from '../agent/agent.js';
 import { AgentStatus } from '../agent/registry.js';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { startCoordinator } from '../coordinator/server.js';
 import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
 
 const log = (line: string) => {
@@ -98,12 +96,15 @@ function age(iso: string): string {
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued'],
+    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued'],
+      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout'],
       opts,
     );
+    // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's
+    // modules (express, SQLite, metrics), nor a coordinator the agent's (Docker, runners).
+    const { startCoordinator } = await import('../coordinator/server.js');
     const c = await startCoordinator(s, log);
     await untilSignalled(() => c.stop());
   });
@@ -116,6 +117,7 @@ export function registerRemoteCommands(program: Command): void {
       ['redisUrl', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace'],
       opts,
     );
+    const { startAgent } = await import('../agent/agent.js');
     const a = await startAgent(s, log);
     await untilSignalled(() => a.stop());
   });

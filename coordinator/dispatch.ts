@@ -128,6 +128,18 @@ export class Dispatcher {
     return (await q.remove(id)) === 1;
   }
 
+  /**
+   * Removes a run that has not finished: waiting, or started by an agent that is gone (its lock
+   * lapsed). False when it finished (its report or failure is on the way), is held, or does not exist.
+   */
+  async removeUnfinished(q: Queue<unknown, unknown>, id: string): Promise<boolean> {
+    const state = await q.getJobState(id);
+    // Failed jobs gave up already; the collector stores them.
+    if (state === 'completed' || state === 'failed' || state === 'unknown') return false;
+    // remove() refuses a job whose lock is still held, so a run in progress stays.
+    return (await q.remove(id)) === 1;
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();

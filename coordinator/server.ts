@@ -9,6 +9,7 @@ import { describeAuth } from './auth.js';
 import { Collector } from './collector.js';
 import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher } from './dispatch.js';
+import { HostWatch } from './hosts.js';
 import { ProgressHub } from './events.js';
 import { awaitRedis, connectRedis } from './redis.js';
 import { Store } from './store.js';
@@ -26,6 +27,7 @@ export interface CoordinatorSettings {
   readonly maxRuns: number;
   readonly maxDuration: number;
   readonly maxQueued: number;
+  readonly hostTimeout: number;
 }
 
 export interface RunningCoordinator {
@@ -36,6 +38,8 @@ export interface RunningCoordinator {
 
 /** How long the collector's read of the event streams waits, and how often it looks for runs that gave up. */
 const COLLECT_POLL_MS = 100;
+/** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
+const HOST_CHECK_MS = 10_000;
 
 export async function startCoordinator(s: CoordinatorSettings, log: (line: string) => void): Promise<RunningCoordinator> {
   const redis = connectRedis(s.redisUrl, 'fsbench-coordinator');
@@ -59,6 +63,28 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     pollMs: COLLECT_POLL_MS,
   });
   collector.start();
+  const hosts = new HostWatch({
+    store,
+    dispatcher,
+    redis,
+    prefix: s.queuePrefix,
+    timeoutMs: s.hostTimeout,
+    onChange: (ids) => {
+      hub.changed(ids);
+    },
+    log,
+  });
+  let hostCheck: Promise<void> | undefined;
+  const hostTimer = setInterval(() => {
+    hostCheck ??= hosts
+      .check()
+      .catch((err: unknown) => {
+        log(`watching hosts: ${err instanceof Error ? err.message : String(err)}`);
+      })
+      .finally(() => {
+        hostCheck = undefined;
+      });
+  }, Math.min(HOST_CHECK_MS, s.hostTimeout / 2));
 
   // A previous coordinator may have died between storing a matrix and enqueueing all of it.
   for (const id of store.notEnqueued()) {
@@ -112,6 +138,8 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
             resolve();
           });
         });
+        clearInterval(hostTimer);
+        await hostCheck;
         await collector.stop();
         await dispatcher.close();
         await redis.quit().catch(() => undefined);

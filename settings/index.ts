@@ -149,6 +149,13 @@ export const SETTINGS = {
     default: '30s',
     doc: 'How long a run whose agent died stays claimed before another agent retries it.',
   },
+  hostTimeout: {
+    env: 'FSBENCH_HOST_TIMEOUT',
+    flag: '--host-timeout <duration>',
+    schema: duration(1000, 30 * 86_400_000).default(600_000),
+    default: '10m',
+    doc: 'How long the coordinator waits for a host with no live agent before giving up the runs placed on it (stored as failed), so the matrix finishes.',
+  },
   maxAttempts: {
     env: 'FSBENCH_MAX_ATTEMPTS',
     flag: '--max-attempts <n>',
@@ -196,7 +203,7 @@ export const SETTINGS = {
     flag: '--max-queued <n>',
     schema: z.coerce.number().int().min(1).max(100_000_000).default(200_000),
     default: '200000',
-    doc: 'Most runs waiting in the queues; a submission that would exceed it is refused with 503.',
+    doc: "Most runs waiting in the queues; a submission that would exceed it is refused with 503. Also sizes the queues' event streams, which carry the runs' reports (10 events per run).",
   },
 } as const satisfies Record<string, Setting<z.ZodType>>;
 

@@ -89,7 +89,7 @@ describe('runs on an agent', () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-coord-'));
     const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-agent-'));
     const c = await startCoordinator(
-      { redisUrl: redis.url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir, maxAttempts: 3, maxBody: 65536, maxRuns: 1000, maxDuration: 3_600_000, maxQueued: 1000 },
+      { redisUrl: redis.url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir, maxAttempts: 3, maxBody: 65536, maxRuns: 1000, maxDuration: 3_600_000, maxQueued: 1000, hostTimeout: 600_000 },
       () => undefined,
     );
     const a = await startAgent(

@@ -53,6 +53,7 @@ async function coordinator(over: Partial<CoordinatorSettings> = {}): Promise<Run
       maxRuns: 100_000,
       maxDuration: 86_400_000,
       maxQueued: 200_000,
+      hostTimeout: 600_000,
       ...over,
     },
     quiet,

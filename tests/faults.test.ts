@@ -143,7 +143,7 @@ interface MatrixView {
   progress: { stored: number; expected: number };
 }
 interface Results {
-  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number; metrics?: Record<string, number> }[];
+  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number; metrics?: Record<string, number>; error?: { message: string } }[];
 }
 
 async function waitState(client: CoordinatorClient, id: string, until: (m: MatrixView) => boolean, ms = 60_000): Promise<MatrixView> {
@@ -268,6 +268,33 @@ describe('an agent told to stop', () => {
     expectEachRunOnce(results, 1, 1);
     expect(results.runs[0]).toMatchObject({ machine: 'a2', attempts: 2 });
   });
+});
+
+describe('a host whose agents are gone', () => {
+  it('has its runs given up after FSBENCH_HOST_TIMEOUT, stored as failed saying why, and the matrix finishes', async () => {
+    const s = await setup('host-gone');
+    const { client } = await coordinator({ env: { ...s.env, FSBENCH_HOST_TIMEOUT: '2s' }, dataDir: s.dataDir });
+    await agent(s, 'a1', 'host-1');
+    const b1 = await agent(s, 'b1', 'host-2');
+    const { id } = (await client.json('POST', '/v1/matrices', { ...noop('host-gone', 20, 1, 100), placement: 'all' })) as { id: string };
+    await waitState(client, id, (m) => m.progress.stored >= 6);
+    b1.child.kill('SIGKILL');
+    await b1.exited();
+
+    const done = await waitState(client, id, (m) => m.state === 'done');
+    expect(done.progress).toMatchObject({ stored: 40, expected: 40 });
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+    const keys = results.runs.map((r) => `${r.machine}:${r.cellId}#${r.repetition}`);
+    expect(new Set(keys).size).toBe(40);
+    const onA = results.runs.filter((r) => r.machine === 'a1');
+    const onB = results.runs.filter((r) => r.machine === 'b1');
+    expect(onA.every((r) => r.state === 'ok')).toBe(true);
+    expect(onA).toHaveLength(20);
+    const gaveUp = onB.filter((r) => r.state === 'failed');
+    expect(gaveUp.length).toBeGreaterThan(0);
+    expect(gaveUp.length).toBeLessThan(20);
+    for (const r of gaveUp) expect(r.error?.message).toMatch(/no agent of host b1 \(host-2\) was live for 2s \(FSBENCH_HOST_TIMEOUT\)/);
+  }, 60_000);
 });
 
 describe('the coordinator killed in the middle of a matrix', () => {

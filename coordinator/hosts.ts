@@ -1,0 +1,78 @@
+/**
+ * Hosts that go away. Runs placed on one host (`all`, `{labels}`) wait in that host's queue,
+ * and only that host's agents take them. A host whose agents are all gone for longer than
+ * FSBENCH_HOST_TIMEOUT (a rebooted machine comes back as another host: its boot id is new) has
+ * its runs given up: removed from its queue and stored as failed runs that say why, so the
+ * matrix finishes and shows what is missing instead of waiting forever. Runs already completed
+ * are left to the collector, and runs that some agent of the host still holds stay held.
+ */
+import type { Redis } from 'ioredis';
+import { liveAgents } from '../agent/registry.js';
+import { formatDuration } from '../contract/units.js';
+import type { Dispatcher } from './dispatch.js';
+import { ANY_TARGET, jobId } from './jobs.js';
+import type { MatrixRecord, Store, StoredRun } from './store.js';
+
+export interface HostWatchDeps {
+  readonly store: Store;
+  readonly dispatcher: Dispatcher;
+  readonly redis: Redis;
+  readonly prefix: string;
+  /** FSBENCH_HOST_TIMEOUT, in ms. */
+  readonly timeoutMs: number;
+  readonly onChange: (matrixIds: ReadonlySet<string>) => void;
+  readonly log: (line: string) => void;
+}
+
+/** Matrices looked at per check: the unfinished ones, newest first. */
+const MATRICES_PER_CHECK = 1000;
+
+export class HostWatch {
+  /** Host -> when one of its agents was last seen live (or, never seen, when first looked for). */
+  private readonly lastSeen = new Map<string, number>();
+
+  constructor(private readonly deps: HostWatchDeps) {}
+
+  /** One look at the hosts of unfinished matrices; gives up the runs of those gone too long. */
+  async check(now = Date.now()): Promise<void> {
+    const { store } = this.deps;
+    const live = new Set((await liveAgents(this.deps.redis, this.deps.prefix, now)).map((a) => a.hostId));
+    const unfinished = [...store.listMatrices(MATRICES_PER_CHECK, 'running'), ...store.listMatrices(MATRICES_PER_CHECK, 'queued')];
+    const watched = new Set<string>();
+    const changed = new Set<string>();
+    for (const m of unfinished) {
+      for (const t of m.targets) {
+        if (t.target === ANY_TARGET) continue;
+        watched.add(t.target);
+        if (live.has(t.target) || !this.lastSeen.has(t.target)) this.lastSeen.set(t.target, now);
+        const seen = this.lastSeen.get(t.target) ?? now;
+        if (now - seen <= this.deps.timeoutMs) continue;
+        const given = await this.giveUp(m, t.target, t.machine ?? t.target);
+        if (given > 0) {
+          changed.add(m.id);
+          this.deps.log(`matrix ${m.id}: ${given} runs on ${t.machine ?? t.target} given up, no agent of that host for ${formatDuration(now - seen)}`);
+        }
+      }
+    }
+    // Forget hosts no unfinished matrix waits for, so the map stays as small as the work.
+    for (const host of this.lastSeen.keys()) if (!watched.has(host)) this.lastSeen.delete(host);
+    if (changed.size > 0) this.deps.onChange(changed);
+  }
+
+  private async giveUp(m: MatrixRecord, target: string, machine: string): Promise<number> {
+    const { store, dispatcher } = this.deps;
+    const stored = store.storedRunKeys(m.id);
+    const q = dispatcher.queue(target);
+    const runs: StoredRun[] = [];
+    const message = `the run was given up: no agent of host ${machine} (${target}) was live for ${formatDuration(this.deps.timeoutMs)} (FSBENCH_HOST_TIMEOUT)`;
+    for (const cell of store.cells(m.id)) {
+      for (let repetition = 0; repetition < m.spec.repetitions; repetition++) {
+        if (stored.has(`${cell.id}.${target}.${repetition}`)) continue;
+        if (!(await dispatcher.removeUnfinished(q, jobId(m.id, cell.id, target, repetition)))) continue;
+        runs.push({ kind: 'gave-up', matrixId: m.id, target, cell, repetition, machine, message, attempts: 0 });
+      }
+    }
+    store.storeRuns(runs);
+    return runs.length;
+  }
+}
