@@ -1,28 +1,29 @@
 /**
  * `npm run bench:dispatch`: no-op cells through the whole distributed path (HTTP submit ->
- * coordinator -> BullMQ -> 2 agent processes -> results collected into SQLite), side by side in
- * one run with a bare BullMQ producer and one worker process doing the same number of jobs on
- * the same Redis. Reports cells/s, submit-to-stored latency p50/p99, the ratio, and the
- * coordinator's peak and sampled RSS (which must not grow with the number of finished runs).
+ * coordinator -> BullMQ -> 2 agent processes -> reports collected into SQLite), side by side on
+ * the same Redis with a bare BullMQ producer and worker doing the same number of jobs. Reports
+ * cells/s, submit-to-stored latency p50/p99 and CPU seconds per process for each side, the
+ * ratios, the coordinator's RSS, and whether its heap grows with finished runs (retention.ts).
  *
- *   node dist/bench/dispatch.js [--cells 10000] [--hosts 1,2] [--bare-workers 2] [--profile DIR] [--out bench/results/dispatch.json]
+ *   node --expose-gc dist/bench/dispatch.js [--cells 10000] [--rounds 3] [--hosts 1]
+ *     [--bare-workers 1,2] [--profile DIR] [--out bench/results/dispatch.json]
  *
- * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
- * there (open them in Chrome's DevTools); the processes run slower while profiled.
+ * Two bare sides (`--bare-workers`): the issue's bare pair, one producer and one worker process;
+ * and, like with like, as many worker processes as fsbench has agents. Each agent is one
+ * process taking one run at a time (its workers on the `any` queue and its host's queue share
+ * one slot), so every bare worker has concurrency 1, and the producer calls addBulk with 1000
+ * jobs at a time as the coordinator does. What fsbench adds on top: the HTTP submit and matrix
+ * expansion, job data parsed with the schema, the no-op run through `runCell`, a report as the
+ * job's return value, and the coordinator reading, validating and storing the reports in
+ * SQLite. Each side's `setup` in the JSON says the same.
  *
  * Each `--hosts` value is one fsbench variant. `1` runs both agents on this kernel, as two
  * agents on one machine would; `2` gives them different host ids (FSBENCH_HOST_ID). No-op runs
  * measure nothing on the kernel, so they never take the host lock and both variants run two at
  * a time; the variants differ in the queues and locks the agents look at.
  *
- * Like with like: each fsbench agent is one process taking one run at a time (its two workers,
- * on the `any` queue and its host's queue, share one slot), and the runs here are all on `any`.
- * The bare side therefore runs `--bare-workers` worker processes (default 2, as many as the
- * agents) with concurrency 1 each, one producer calling addBulk with 1000 jobs at a time as the
- * coordinator does. What fsbench adds on top: the HTTP submit and matrix expansion, job data
- * parsed with the schema, the no-op run through `runCell` (RunResult built and validated), one
- * XADD of the result per run, and the coordinator reading, validating and storing the results
- * in SQLite. Each side's `setup` in the JSON says the same.
+ * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
+ * there (open them in Chrome's DevTools); the processes run slower while profiled.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,7 @@ import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { connectRedis } from '../coordinator/redis.js';
 import { startRedis } from '../tests/helpers/redis.js';
+import { measureRetention } from './retention.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
@@ -111,8 +113,8 @@ async function stopChild(p: ChildProcess): Promise<void> {
   await new Promise((r) => p.once('exit', r));
 }
 
-async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { setup: string; cpuSeconds: { workers: number; redis: number } }> {
-  const prefix = `bench-bare-${when}`;
+async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { workers: number; setup: string; cpuSeconds: { workers: number; redis: number } }> {
+  const prefix = `bench-bare-${when}-${workers}`.replace(/\W+/g, '-');
   const procs = Array.from({ length: workers }, () => child([fileURLToPath(import.meta.url), '--role', 'bare-worker', '--redis', redisUrl, '--prefix', prefix]));
   for (const w of procs) await waitOutput(w.output, /ready/);
   // From here on: what starting a worker costs (loading modules) is not the jobs' cost.
@@ -142,13 +144,15 @@ async function bare(redisUrl: string, n: number, when: string, workers: number):
   await q.close();
   await connection.quit();
   return {
-    ...side(`bare BullMQ, 1 producer + ${workers} worker process(es) (${when})`, start, done),
+    ...side(`bare BullMQ, 1 producer + ${workers} worker process(es)`, start, done),
+    workers,
     cpuSeconds: { workers: sum(workerCpu), redis: round(redisCpu) },
     setup: `1 producer (addBulk, 1000 jobs per call, jobs kept on completion), ${workers} worker process(es) with concurrency 1 returning a constant`,
   };
 }
 
-const MatrixView = z.object({ state: z.string(), createdAt: z.string(), progress: z.object({ stored: z.number() }) }).loose();
+const MatrixView = z.object({ id: z.string(), state: z.string(), createdAt: z.string(), progress: z.object({ stored: z.number() }) }).loose();
+const MatrixList = z.object({ matrices: z.array(MatrixView) }).loose();
 const Results = z.object({ runs: z.array(z.object({ storedAt: z.string() }).loose()) }).loose();
 
 /** CPU seconds (user + system) a process has used so far; NaN once it is gone. */
@@ -195,16 +199,13 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
     const matrix = { name: `dispatch-${i / PER_MATRIX}`, workload: 'noop', repetitions: 1, warmup: 0, params: { value: Array.from({ length: count }, (_, k) => i + k) } };
     ids.push(z.object({ id: z.string() }).loose().parse(await client.json('POST', '/v1/matrices', matrix)).id);
   }
+  // One list request per poll: the summaries carry the stored counters, so watching costs the
+  // coordinator little next to the runs it is storing.
   for (;;) {
-    let stored = 0;
-    let finished = 0;
-    for (const id of ids) {
-      const m = MatrixView.parse(await client.json('GET', `/v1/matrices/${id}`));
-      stored += m.progress.stored;
-      if (m.state === 'done') finished++;
-    }
+    const list = MatrixList.parse(await client.json('GET', `/v1/matrices?limit=${ids.length}`)).matrices.filter((m) => ids.includes(m.id));
+    const stored = list.reduce((sum, m) => sum + m.progress.stored, 0);
     rssSamples.push({ ms: Date.now() - start, stored, rssBytes: (await rssOf(coord.proc.pid)).rss });
-    if (finished === ids.length) break;
+    if (list.length === ids.length && list.every((m) => m.state === 'done')) break;
     await sleep(250);
   }
   const { hwm } = await rssOf(coord.proc.pid);
@@ -225,11 +226,26 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
     `HTTP submit of ${ids.length} matrices of up to ${PER_MATRIX} cells, coordinator` +
     ' enqueueing with addBulk (1000 per call, removed on completion), ' +
     '2 agent processes each running one run at a time (no host lock: no-op runs do not measure the kernel), ' +
-    'each result XADDed to the results stream and stored by the coordinator in SQLite in batches';
+    "each report the job's return value, read from the queue's event stream and stored by the coordinator in SQLite in batches";
   return { ...side(label, start, done), setup, cpuSeconds, coordinatorPeakRssBytes: hwm, coordinatorRssSamples: rssSamples };
 }
 
 const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2;
+}
+
+function positiveInts(flag: string, text: string): number[] {
+  const xs = text.split(',').map(Number);
+  if (xs.length === 0 || !xs.every((x) => Number.isInteger(x) && x >= 1)) throw new Error(`--${flag} must be positive integers separated by commas`);
+  return xs;
+}
+
+type Bare = Awaited<ReturnType<typeof bare>>;
+type Ours = Awaited<ReturnType<typeof fsbench>>;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -238,64 +254,83 @@ async function main(): Promise<void> {
       redis: { type: 'string', default: '' },
       prefix: { type: 'string', default: '' },
       cells: { type: 'string', default: '10000' },
-      hosts: { type: 'string', default: '1,2' },
-      'bare-workers': { type: 'string', default: '2' },
+      rounds: { type: 'string', default: '3' },
+      hosts: { type: 'string', default: '1' },
+      'bare-workers': { type: 'string', default: '1,2' },
       profile: { type: 'string', default: '' },
       out: { type: 'string', default: path.resolve(HERE, '..', '..', 'bench', 'results', 'dispatch.json') },
     },
   });
-  const n = Number(values.cells);
-  if (!Number.isInteger(n) || n < 1) throw new Error('--cells must be a positive integer');
   if (values.role === 'bare-worker') {
     await bareWorker(values.redis, values.prefix);
     return;
   }
+  const [n = 0] = positiveInts('cells', values.cells);
+  const [rounds = 0] = positiveInts('rounds', values.rounds);
+  const hostsList = positiveInts('hosts', values.hosts);
+  const bareList = positiveInts('bare-workers', values['bare-workers']);
   if (values.profile !== '') childNodeFlags = ['--cpu-prof', '--cpu-prof-dir', path.resolve(values.profile)];
-  const bareWorkers = Number(values['bare-workers']);
-  if (!Number.isInteger(bareWorkers) || bareWorkers < 1) throw new Error('--bare-workers must be a positive integer');
   const redis = await startRedis();
   try {
-    // The bare pair runs before and after the variants and the ratio uses the mean of both, so a
-    // machine whose load drifts during the run does not flatter or wrong either side.
-    const bareBefore = await bare(redis.url, n, 'before', bareWorkers);
-    process.stderr.write(`${JSON.stringify(bareBefore)}\n`);
-    const variants: (Awaited<ReturnType<typeof fsbench>> & { hosts: number; coordinatorRssMiB: Record<string, number> })[] = [];
-    for (const hosts of values.hosts.split(',').map(Number)) {
-      const ours = await fsbench(redis.url, n, hosts);
-      process.stderr.write(`${JSON.stringify({ ...ours, coordinatorRssSamples: undefined })}\n`);
-      const samples = ours.coordinatorRssSamples;
-      const at = (f: number) => samples.find((x) => x.stored >= f * n)?.rssBytes ?? Number.NaN;
-      variants.push({
-        ...ours,
-        hosts,
-        coordinatorRssMiB: { peak: mib(ours.coordinatorPeakRssBytes), at25pct: mib(at(0.25)), at50pct: mib(at(0.5)), at100pct: mib(at(1)) },
-      });
+    // Rounds, each side by side, and medians over them: this machine is shared and noisy, and a
+    // ratio is only fair between measurements made close together. Within a round the order
+    // alternates, so drift during a round favours neither side.
+    const results: { round: number; bare: Bare[]; fsbench: (Ours & { hosts: number })[] }[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const r: (typeof results)[number] = { round, bare: [], fsbench: [] };
+      const runBare = async () => {
+        for (const w of bareList) r.bare.push(await bare(redis.url, n, `round ${round + 1}`, w));
+      };
+      const runOurs = async () => {
+        for (const hosts of hostsList) r.fsbench.push({ ...(await fsbench(redis.url, n, hosts)), hosts });
+      };
+      if (round % 2 === 0) {
+        await runBare();
+        await runOurs();
+      } else {
+        await runOurs();
+        await runBare();
+      }
+      for (const x of [...r.bare, ...r.fsbench]) process.stderr.write(`round ${round + 1}: ${x.name}: ${x.perSecond}/s\n`);
+      results.push(r);
     }
-    const bareAfter = await bare(redis.url, n, 'after', bareWorkers);
-    process.stderr.write(`${JSON.stringify(bareAfter)}\n`);
-    const bareRate = (bareBefore.perSecond + bareAfter.perSecond) / 2;
-    const ratios = variants.map((v) => ({ variant: v.name, ratio: Number((v.perSecond / bareRate).toFixed(3)) }));
+    const retention = await measureRetention(redis.url, CLI, [Math.min(n, 2000), n, n, n]);
+    const ratios = hostsList.flatMap((hosts) =>
+      bareList.map((workers) => {
+        const perRound = results.map((r) => {
+          const ours = r.fsbench.find((x) => x.hosts === hosts)?.perSecond ?? Number.NaN;
+          const theirs = r.bare.find((x) => x.workers === workers)?.perSecond ?? Number.NaN;
+          return Number((ours / theirs).toFixed(3));
+        });
+        return { fsbenchHosts: hosts, bareWorkerProcesses: workers, median: median(perRound), perRound };
+      }),
+    );
     const report = {
       date: new Date().toISOString(),
       machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version, memoryBytes: os.totalmem(), loadAverage: os.loadavg() },
       cells: n,
-      bareWorkerProcesses: bareWorkers,
-      bare: [bareBefore, bareAfter],
-      bareMeanPerSecond: Math.round(bareRate),
-      fsbench: variants,
+      rounds: results.map((r) => ({ ...r, fsbench: r.fsbench.map((x) => ({ ...x, coordinatorRssSamples: undefined })) })),
       ratios,
+      coordinatorPeakRssMiB: Math.max(...results.flatMap((r) => r.fsbench.map((x) => mib(x.coordinatorPeakRssBytes)))),
+      coordinatorRssSamples: results[0]?.fsbench[0]?.coordinatorRssSamples ?? [],
+      coordinatorRetention: retention,
     };
     mkdirSync(path.dirname(values.out), { recursive: true });
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
-    for (const b of [bareBefore, bareAfter]) {
-      process.stdout.write(`${n} cells: ${b.name}: ${b.perSecond}/s (p50 ${b.latencyMs.p50} ms, p99 ${b.latencyMs.p99} ms)\n`);
+    const rate = (xs: readonly { perSecond: number }[]) => `${median(xs.map((x) => x.perSecond))}/s`;
+    for (const w of bareList) {
+      process.stdout.write(`${n} runs, median of ${rounds}: bare BullMQ, 1 producer + ${w} worker process(es): ${rate(results.flatMap((r) => r.bare.filter((x) => x.workers === w)))}\n`);
     }
-    for (const [i, v] of variants.entries()) {
-      process.stdout.write(
-        `  ${v.name}: ${v.perSecond}/s (p50 ${v.latencyMs.p50} ms, p99 ${v.latencyMs.p99} ms), ratio ${ratios[i]?.ratio ?? Number.NaN}, ` +
-          `coordinator RSS peak ${v.coordinatorRssMiB.peak} MiB (${v.coordinatorRssMiB.at25pct} MiB at 25% stored, ${v.coordinatorRssMiB.at100pct} MiB at 100%)\n`,
-      );
+    for (const hosts of hostsList) {
+      const ours = results.flatMap((r) => r.fsbench.filter((x) => x.hosts === hosts));
+      process.stdout.write(`${n} runs, median of ${rounds}: ${ours[0]?.name ?? ''}: ${rate(ours)}\n`);
     }
+    for (const r of ratios) {
+      process.stdout.write(`  ratio (fsbench, ${r.fsbenchHosts} host(s)) / (bare, ${r.bareWorkerProcesses} worker process(es)): median ${r.median}, rounds ${r.perRound.join(', ')}\n`);
+    }
+    process.stdout.write(`  coordinator RSS peak ${report.coordinatorPeakRssMiB} MiB\n`);
+    const heap = retention.heapAfterGcMiB.map((h) => `${h.heapMiB} MiB after ${h.runs} runs`).join(', ');
+    process.stdout.write(`  coordinator heap after full collections: ${heap}\n`);
     process.stdout.write(`written to ${values.out}\n`);
   } finally {
     await redis.stop();
