@@ -22,8 +22,8 @@ import { ANY_TARGET, fingerprintsKey, RunJob, RunReport } from './jobs.js';
 import type { Store, StoredRun } from './store.js';
 
 /**
- * Event stream entries per read and stream: one SQLite transaction each. A run makes about four
- * events (added, waiting, active, completed), so this is some 500 runs.
+ * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
+ * events (at least waiting and completed; more when retried), so this is up to 1000 runs.
  */
 const BATCH = 2000;
 /** Failed jobs per look at a queue's failed set. */
@@ -131,7 +131,7 @@ export class Collector {
     const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
     const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
     if (!read) return 0;
-    const reports: { stream: string; id: string; report: Report }[] = [];
+    const reports: Report[] = [];
     const readTo = new Map<string, string>();
     let n = 0;
     for (const [stream, entries] of read) {
@@ -141,13 +141,13 @@ export class Collector {
       n = Math.max(n, entries.length);
       for (const [id, fields] of entries) {
         const report = this.reportOf(stream, id, fields);
-        if (report) reports.push({ stream, id, report });
+        if (report) reports.push(report);
       }
     }
-    await this.resolveFingerprints(new Set(reports.map((r) => r.report.fingerprint)));
+    await this.resolveFingerprints(new Set(reports.map((r) => r.fingerprint)));
     const runs: StoredRun[] = [];
     for (const r of reports) {
-      const run = this.fromReport(r.report);
+      const run = this.fromReport(r);
       if (run) runs.push(run);
     }
     const changed = this.deps.store.storeRuns(runs, readTo);

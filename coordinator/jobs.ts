@@ -60,8 +60,8 @@ export function runJobOptions(maxAttempts: number): { attempts: number; removeOn
 /**
  * How many entries a queue's event stream keeps before BullMQ trims the oldest. BullMQ's default
  * (10,000) would drop reports the coordinator has not read yet whenever it is down or slow for a
- * few thousand runs. A run makes at most a handful of events (added, waiting, active, completed,
- * and one or two per retry), and no more runs can complete unread than were queued, so 10 per
+ * few thousand runs. A run makes a handful of events at most (waiting and completed, a few more
+ * when retried), and no more runs can complete unread than were queued, so 10 per
  * queued run never trims a report. The coordinator trims what it has stored, so in normal
  * operation the streams stay short whatever this says.
  */
