@@ -40,6 +40,17 @@ const GATHER_MS = 25;
 const Report = RunReport.extend({ result: z.unknown() });
 type Report = z.infer<typeof Report>;
 
+/** XINFO STREAM's answer: names and values, alternating. */
+const StreamInfo = z.array(z.unknown());
+const FirstEntry = z.tuple([z.string(), z.array(z.string())]).nullable();
+
+/** Orders stream entry ids (`ms-seq`). */
+function compareIds(a: string, b: string): number {
+  const [am = 0n, as = 0n] = a.split('-').map(BigInt);
+  const [bm = 0n, bs = 0n] = b.split('-').map(BigInt);
+  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
+}
+
 /** Cancelled and finished matrices may still have runs in flight for a while. */
 const LATE_RESULTS_MS = 3_600_000;
 
@@ -51,6 +62,11 @@ export interface CollectorDeps {
   readonly prefix: string;
   /** Told which matrices changed, after each stored batch. */
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
+  /**
+   * Told that reports on a target's queue were lost before they were read (the stream was
+   * trimmed past the cursor, or Redis lost it): the runs not stored must be queued again.
+   */
+  readonly onLost: (target: string) => Promise<void>;
   /** Told of every run result as it is stored (run-duration metrics). */
   readonly onStored?: (runs: readonly StoredRun[]) => void;
   readonly log: (line: string) => void;
@@ -71,6 +87,8 @@ export class Collector {
   /** The queues whose streams are read: `any` and the hosts of recent matrices. */
   private targets: string[] = [ANY_TARGET];
   private nextFailedScan = 0;
+  /** Streams looked at for lost reports, once per process: before their first read. */
+  private readonly checked = new Set<string>();
 
   constructor(private readonly deps: CollectorDeps) {
     this.cursors = deps.store.streamCursors();
@@ -128,6 +146,15 @@ export class Collector {
 
   private async drainEvents(reader: Redis): Promise<number> {
     const keys = this.targets.map((t) => this.deps.dispatcher.queue(t).toKey('events'));
+    for (const [i, key] of keys.entries()) {
+      if (this.checked.has(key)) continue;
+      const target = this.targets[i] ?? ANY_TARGET;
+      if (await this.lostSinceCursor(key)) {
+        this.deps.log(`collector: reports on queue ${target} were lost before they were read (${key} was trimmed or lost); queueing the runs not stored again`);
+        await this.deps.onLost(target);
+      }
+      this.checked.add(key);
+    }
     const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
     const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
     if (!read) return 0;
@@ -159,6 +186,29 @@ export class Collector {
     for (const [key, id] of readTo) trim.xtrim(key, 'MINID', '~', id);
     await trim.exec();
     return n;
+  }
+
+  /**
+   * Whether entries after the stored cursor are gone: the stream starts after the cursor (the
+   * coordinator's own trim always keeps the cursor's entry), or it is gone although reports were
+   * read from it. Only a coordinator down far longer than its queues allow (see
+   * eventStreamLength), or a Redis that lost its data, gets here.
+   */
+  private async lostSinceCursor(key: string): Promise<boolean> {
+    const cursor = this.cursors.get(key);
+    if (cursor === undefined) return false;
+    let raw: unknown;
+    try {
+      raw = await this.deps.redis.xinfo('STREAM', key);
+    } catch (err) {
+      if (err instanceof Error && /no such key/i.test(err.message)) return true;
+      throw err;
+    }
+    const info = StreamInfo.parse(raw);
+    const value = (name: string) => info[info.indexOf(name) + 1];
+    const first = FirstEntry.parse(value('first-entry'));
+    const next = first === null ? z.string().parse(value('last-generated-id')) : first[0];
+    return compareIds(next, cursor) > 0;
   }
 
   /** The report of a `completed` event; null for every other event. */

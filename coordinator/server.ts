@@ -48,6 +48,25 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
   const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued);
   const hub = new ProgressHub(store);
   const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix });
+  /**
+   * Queues every run of a matrix that is not stored. Job ids are deterministic, so runs still
+   * queued are not doubled; a run whose report is still on its way runs again, and the second
+   * report is ignored when stored.
+   */
+  const requeue = async (id: string, what: string): Promise<void> => {
+    const m = store.getMatrix(id);
+    if (!m) return;
+    const added = await dispatcher.enqueue({
+      matrixId: id,
+      cells: store.cells(id),
+      repetitions: m.spec.repetitions,
+      warmup: m.spec.warmup,
+      targets: m.targets,
+      skip: store.storedRunKeys(id),
+    });
+    store.markEnqueued(id);
+    log(`matrix ${id}: ${what} (${added} jobs, existing ones kept)`);
+  };
   const collector = new Collector({
     store,
     dispatcher,
@@ -58,6 +77,12 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     },
     onStored: (runs) => {
       for (const run of runs) if (run.kind === 'result') metrics.observeRun(run.result);
+    },
+    onLost: async (target) => {
+      const unfinished = [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')];
+      for (const m of unfinished) {
+        if (m.targets.some((t) => t.target === target)) await requeue(m.id, 'queued again the runs whose reports were lost');
+      }
     },
     log,
     pollMs: COLLECT_POLL_MS,
@@ -87,21 +112,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
   }, Math.min(HOST_CHECK_MS, s.hostTimeout / 2));
 
   // A previous coordinator may have died between storing a matrix and enqueueing all of it.
-  for (const id of store.notEnqueued()) {
-    const m = store.getMatrix(id);
-    if (!m) continue;
-    const added = await dispatcher.enqueue({
-      matrixId: id,
-      cells: store.cells(id),
-      repetitions: m.spec.repetitions,
-      warmup: m.spec.warmup,
-      targets: m.targets,
-      skip: store.storedRunKeys(id),
-    });
-    store.markEnqueued(id);
-    log(`matrix ${id}: finished enqueueing after a restart (${added} jobs, existing ones kept)`);
-  }
-
+  for (const id of store.notEnqueued()) await requeue(id, 'finished enqueueing after a restart');
   const auth = { token: s.token, readAuth: s.readAuth };
   const app = buildApp({
     store,

@@ -316,6 +316,8 @@ describe('the coordinator killed in the middle of a matrix', () => {
     const results = (await second.client.json('GET', `/v1/matrices/${id}/results`)) as Results;
     expectEachRunOnce(results, 60, 2);
     expect(new Set(results.runs.map((r) => r.machine))).toEqual(new Set(['a1', 'b1']));
+    // An ordinary restart reads on from its cursor: nothing counts as lost, nothing runs twice.
+    expect(second.proc.output).not.toMatch(/were lost before they were read/);
   });
 });
 
@@ -349,6 +351,36 @@ describe('the coordinator down while thousands of runs complete', () => {
       await client.quit();
     }
   }, 120_000);
+});
+
+describe('reports lost from Redis while the coordinator was down', () => {
+  it('are noticed at start, their runs queued and run again, each stored once', async () => {
+    const s = await setup('lost');
+    const first = await coordinator(s);
+    await agent(s, 'a1', 'host-1');
+    const { id } = (await first.client.json('POST', '/v1/matrices', noop('lost', 60, 2, 15))) as { id: string };
+    await waitState(first.client, id, (m) => m.progress.stored >= 30);
+    first.proc.child.kill('SIGKILL');
+    await first.proc.exited();
+    const client = new Redis(redis.url);
+    const queue = `${s.env.FSBENCH_QUEUE_PREFIX}:any`;
+    try {
+      for (let end = Date.now() + 30_000; (await client.llen(`${queue}:wait`)) + (await client.llen(`${queue}:active`)) > 0; ) {
+        if (Date.now() > end) throw new Error('the agent did not finish the runs');
+        await sleep(100);
+      }
+      // What BullMQ's trimming, or a Redis that lost its data, would do to the unread reports.
+      await client.xtrim(`${queue}:events`, 'MAXLEN', 0);
+    } finally {
+      await client.quit();
+    }
+
+    const second = await coordinator(s);
+    const done = await waitState(second.client, id, (m) => m.state === 'done');
+    expect(done.progress).toMatchObject({ stored: 120, expected: 120 });
+    expectEachRunOnce((await second.client.json('GET', `/v1/matrices/${id}/results`)) as Results, 60, 2);
+    expect(second.proc.output).toMatch(/reports on queue any were lost before they were read/);
+  }, 60_000);
 });
 
 describe('Redis restarted in the middle of a matrix', () => {
