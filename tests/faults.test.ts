@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../coordinator/client.js';
+import { ANY_TARGET, queueName } from '../coordinator/jobs.js';
 import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -162,6 +163,18 @@ function expectEachRunOnce(results: Results, cells: number, repetitions: number)
   expect(new Set(keys).size).toBe(keys.length);
   expect(keys).toHaveLength(cells * repetitions);
   expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
+}
+
+/** The Redis key of the shared `any` queue (BullMQ's layout: prefix, queue name, part). */
+const anyQueue = (s: Setup) => `${s.env.FSBENCH_QUEUE_PREFIX}:${queueName(ANY_TARGET)}`;
+
+/** Waits until the agents have taken and finished every run on the `any` queue. */
+async function untilAnyQueueDrained(client: Redis, s: Setup, ms: number): Promise<void> {
+  const queue = anyQueue(s);
+  for (let end = Date.now() + ms; (await client.llen(`${queue}:wait`)) + (await client.llen(`${queue}:active`)) > 0; ) {
+    if (Date.now() > end) throw new Error('the agent did not finish the runs');
+    await sleep(100);
+  }
 }
 
 const noop = (name: string, values: number, repetitions: number, sleepMs: number) => ({
@@ -325,19 +338,15 @@ describe('the coordinator down while thousands of runs complete', () => {
   it('stores every one when it is back, none lost to the trimming of the event streams, and empties them', async () => {
     const s = await setup('coord-down');
     const first = await coordinator(s);
-    // 6000 runs make some 12,000 queue events (each is added, then completed), more than BullMQ keeps by default (10,000).
+    // 6000 runs make some 12,000 queue events (each waits, then completes), more than BullMQ keeps by default (10,000).
     const { id } = (await first.client.json('POST', '/v1/matrices', noop('coord-down', 1000, 6, 0))) as { id: string };
     first.proc.child.kill('SIGKILL');
     await first.proc.exited();
     await agent(s, 'a1', 'host-1');
     const client = new Redis(redis.url);
-    const events = `${s.env.FSBENCH_QUEUE_PREFIX}:any:events`;
+    const events = `${anyQueue(s)}:events`;
     try {
-      const queued = async () => (await client.llen(`${s.env.FSBENCH_QUEUE_PREFIX}:any:wait`)) + (await client.llen(`${s.env.FSBENCH_QUEUE_PREFIX}:any:active`));
-      for (let end = Date.now() + 60_000; (await queued()) > 0; ) {
-        if (Date.now() > end) throw new Error('the agent did not finish the runs');
-        await sleep(100);
-      }
+      await untilAnyQueueDrained(client, s, 60_000);
       expect(await client.xlen(events)).toBeGreaterThan(10_000);
 
       const second = await coordinator(s);
@@ -363,14 +372,10 @@ describe('reports lost from Redis while the coordinator was down', () => {
     first.proc.child.kill('SIGKILL');
     await first.proc.exited();
     const client = new Redis(redis.url);
-    const queue = `${s.env.FSBENCH_QUEUE_PREFIX}:any`;
     try {
-      for (let end = Date.now() + 30_000; (await client.llen(`${queue}:wait`)) + (await client.llen(`${queue}:active`)) > 0; ) {
-        if (Date.now() > end) throw new Error('the agent did not finish the runs');
-        await sleep(100);
-      }
+      await untilAnyQueueDrained(client, s, 30_000);
       // What BullMQ's trimming, or a Redis that lost its data, would do to the unread reports.
-      await client.xtrim(`${queue}:events`, 'MAXLEN', 0);
+      await client.xtrim(`${anyQueue(s)}:events`, 'MAXLEN', 0);
     } finally {
       await client.quit();
     }
