@@ -236,7 +236,7 @@ export class Store {
    * Content-addressed: a fingerprint is stored once however many runs carry it. The hash of a
    * JSON text is remembered (bounded), so the runs of one agent cost one hash between them.
    */
-  private fingerprintHash(f: MachineFingerprint): string {
+  private hashOf(f: MachineFingerprint): string {
     const json = JSON.stringify(f);
     let hash = this.fingerprintHashes.get(json);
     if (hash === undefined) {
@@ -300,7 +300,7 @@ export class Store {
           c = { ok: 0, failed: 0, skipped: 0 };
           counts.set(run.matrixId, c);
         }
-        const row = toRow(run, now, (f) => this.fingerprintHash(f));
+        const row = toRow(run, now, (f) => this.hashOf(f));
         if (insert.run(...row).changes === 1) c[row[6]]++;
       }
       for (const [id, c] of counts) {
