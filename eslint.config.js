@@ -1,8 +1,49 @@
 // typescript-eslint's strict type-checked rules over every TypeScript source; the dashboard's
 // plain browser modules (served as they are, nothing to build) get the recommended JS rules.
+// The layer rules below keep the module graph a stack: a module imports only the layers it
+// names, so a new cycle or a reach upwards fails `npm test`.
 import eslint from '@eslint/js';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
+import importX from 'eslint-plugin-import-x';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+
+/**
+ * Each top-level module and the modules it may import (besides itself). Lower layers never
+ * import higher ones: contract -> host -> workloads -> runner -> sandbox -> agent, contract ->
+ * queue -> agent | coordinator, contract -> stats -> report -> compare -> coordinator | cli.
+ */
+export const LAYERS = {
+  contract: [],
+  settings: ['contract'],
+  host: ['contract'],
+  stats: ['contract'],
+  queue: ['contract'],
+  workloads: ['contract', 'host'],
+  runner: ['contract', 'host', 'workloads'],
+  sandbox: ['contract', 'host', 'workloads', 'runner'],
+  report: ['contract', 'stats'],
+  compare: ['contract', 'stats', 'report'],
+  agent: ['contract', 'settings', 'host', 'workloads', 'runner', 'sandbox', 'queue'],
+  coordinator: ['contract', 'settings', 'host', 'stats', 'queue', 'report', 'compare'],
+  cli: ['contract', 'settings', 'host', 'stats', 'queue', 'workloads', 'runner', 'sandbox', 'report', 'compare', 'agent', 'coordinator'],
+};
+const MODULES = Object.keys(LAYERS);
+
+/** One zone per forbidden pair; product code never imports the tests or the benchmarks. */
+const zones = [
+  ...MODULES.flatMap((target) =>
+    [...MODULES, 'tests', 'bench']
+      .filter((from) => from !== target && !LAYERS[target].includes(from))
+      .map((from) => ({
+        target: `./${target}`,
+        from: `./${from}`,
+        message: `${target}/ may import only ${LAYERS[target].join(', ') || 'nothing outside itself'} (see LAYERS in eslint.config.js)`,
+      })),
+  ),
+  // Benchmarks share the test fixtures (synthetic runs, a real redis-server), not the tests.
+  { target: './bench', from: './tests', except: ['./fixtures'], message: 'bench/ may import tests/fixtures only' },
+];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'native/**', 'eslint.config.js', 'vitest.config.ts'] },
@@ -14,6 +55,20 @@ export default tseslint.config(
     },
     rules: {
       '@typescript-eslint/restrict-template-expressions': ['error', { allowNumber: true }],
+    },
+  },
+  {
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      // The parser reads the imported files too: without it no-cycle sees no edges.
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/extensions': ['.ts', '.js'],
+      'import-x/resolver-next': [createTypeScriptImportResolver({ project: './tsconfig.json' })],
+    },
+    rules: {
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-restricted-paths': ['error', { zones }],
     },
   },
   {

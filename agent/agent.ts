@@ -10,15 +10,16 @@ import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { FsbenchError } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
-import { ANY_TARGET, fingerprintsKey, queueName } from '../coordinator/jobs.js';
-import { awaitRedis, connectRedis } from '../coordinator/redis.js';
-import { collectFingerprint } from '../runner/fingerprint.js';
-import { readBootId } from '../runner/host.js';
+import { ANY_TARGET, queueName } from '../queue/jobs.js';
+import { fingerprintsKey } from '../queue/keys.js';
+import { awaitRedis, connectRedis } from '../queue/redis.js';
+import { collectFingerprint } from '../host/fingerprint.js';
+import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
-import { Journal } from '../runner/journal.js';
+import { Journal } from '../host/journal.js';
 import { Heartbeat } from './heartbeat.js';
 import { HostLock } from './host-lock.js';
-import type { AgentStatus } from './registry.js';
+import type { AgentStatus } from '../queue/registry.js';
 import { RunExecutor } from './run-job.js';
 
 export interface AgentSettings {

@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { removeStatus, writeStatus, type AgentStatus } from './registry.js';
+import { removeStatus, writeStatus, type AgentStatus } from '../queue/registry.js';
 import type { HostLock } from './host-lock.js';
 
 export interface HeartbeatOptions {

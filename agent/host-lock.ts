@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { redisKey } from '../coordinator/redis.js';
+import { hostLockKey } from '../queue/keys.js';
 
 /** Takes a free lock, or re-takes our own one whose local deadline passed before Redis expired it. */
 const ACQUIRE = `local v = redis.call('GET', KEYS[1])
@@ -53,7 +53,7 @@ export class HostLock {
     private readonly redis: Redis,
     private readonly opts: HostLockOptions,
   ) {
-    this.key = redisKey(opts.prefix, 'host-lock', opts.hostId);
+    this.key = hostLockKey(opts.prefix, opts.hostId);
     this.token = `${opts.owner}/${randomUUID()}`;
   }
 

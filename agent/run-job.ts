@@ -15,11 +15,11 @@ import { fingerprintHash, type MachineFingerprint } from '../contract/fingerprin
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { runCell } from '../runner/run-cell.js';
-import type { Journal } from '../runner/journal.js';
-import { RunJob, type RunReport } from '../coordinator/jobs.js';
-import type { WorkloadRunner } from '../runner/workload.js';
+import type { Journal } from '../host/journal.js';
+import { RunJob, type RunReport } from '../queue/jobs.js';
+import type { WorkloadRunner } from '../workloads/workload.js';
 import type { HostLock } from './host-lock.js';
-import type { CurrentRun } from './registry.js';
+import type { CurrentRun } from '../queue/registry.js';
 
 export interface RunJobDeps {
   readonly lock: HostLock;

@@ -37,8 +37,8 @@ import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { connectRedis } from '../coordinator/redis.js';
-import { startRedis } from '../tests/helpers/redis.js';
+import { connectRedis } from '../queue/redis.js';
+import { startRedis } from '../tests/fixtures/redis-server.js';
 import { measureRetention } from './retention.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));

@@ -12,7 +12,7 @@
 import { closeSync, lstatSync, mkdirSync, openSync, readSync, rmdirSync, unlinkSync, writeSync, promises as fsp } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Journal, Teardown } from '../runner/journal.js';
+import { Journal, Teardown } from '../host/journal.js';
 import { dropCaches } from '../workloads/metadata/caches.js';
 import { prepareFilesystem } from '../workloads/metadata/filesystem.js';
 import type { MetadataParams } from '../workloads/metadata/params.js';

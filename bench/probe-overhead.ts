@@ -8,8 +8,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Journal, Teardown } from '../runner/journal.js';
-import { PACKAGE_ROOT } from '../runner/native.js';
+import { Journal, Teardown } from '../host/journal.js';
+import { PACKAGE_ROOT } from '../host/native.js';
 import { median } from '../stats/summary.js';
 import { applyLimits } from '../workloads/inotify/limits.js';
 import { runProbe, type ProbeArgs, type ProbeOutput } from '../workloads/inotify/probe.js';

@@ -10,9 +10,9 @@ import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import type { RunResult } from '../contract/result.js';
 import { buildReport } from '../results/report.js';
 import { FORMAT_NAMES, FORMATS, type FormatName } from '../results/formats/index.js';
-import { collectFingerprint } from '../runner/fingerprint.js';
+import { collectFingerprint } from '../host/fingerprint.js';
 import { runMatrixLocally } from '../runner/local.js';
-import { nativeProgram } from '../runner/native.js';
+import { nativeProgram } from '../host/native.js';
 import { loadSettings, settingsMarkdown } from '../settings/index.js';
 import { progressPrinter } from './progress.js';
 

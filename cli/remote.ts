@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
-import { AgentStatus } from '../agent/registry.js';
+import { AgentStatus } from '../queue/registry.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
 

@@ -74,7 +74,7 @@ const NO_FINGERPRINT = { fingerprint: true } as const;
 
 /**
  * A RunResult without its fingerprint, which travels apart and is named by its hash: how an
- * agent reports a run (see coordinator/jobs.ts), a few hundred bytes instead of a kilobyte.
+ * agent reports a run (see queue/jobs.ts), a few hundred bytes instead of a kilobyte.
  */
 export const RunResultSansFingerprint = z
   .discriminatedUnion('state', [OkRun.omit(NO_FINGERPRINT), FailedRun.omit(NO_FINGERPRINT), SkippedRun.omit(NO_FINGERPRINT)])

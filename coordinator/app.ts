@@ -3,11 +3,11 @@
  * by itself: tests drive it in-process, `server.ts` gives it a port.
  */
 import express, { type Express } from 'express';
-import { liveAgents } from '../agent/registry.js';
-import { compareRouter, resultsUploadRouter } from '../compare/routes.js';
-import { storeResultSink, storeRunSource } from '../compare/store-adapter.js';
-import { dashboardRouter } from '../dashboard/routes.js';
-import type { CoordinatorMetrics } from '../stats/metrics-route.js';
+import { liveAgents } from '../queue/registry.js';
+import { compareRouter, resultsUploadRouter } from './compare-routes.js';
+import { storeResultSink, storeRunSource } from './store-adapter.js';
+import { dashboardRouter } from './dashboard.js';
+import type { CoordinatorMetrics } from './metrics-route.js';
 import { requireRead, requireWrite } from './auth.js';
 import { errorHandler, HttpError } from './errors.js';
 import { matricesRouter, withDeadline, type MatricesDeps } from './matrices.js';

@@ -18,7 +18,8 @@ import { z } from 'zod';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, fingerprintsKey, RunJob, RunReport } from './jobs.js';
+import { ANY_TARGET, RunJob, RunReport } from '../queue/jobs.js';
+import { fingerprintsKey } from '../queue/keys.js';
 import type { Store, StoredRun } from './store.js';
 
 /**

@@ -7,9 +7,9 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Cell, Placement } from '../contract/matrix.js';
-import type { AgentStatus } from '../agent/registry.js';
+import type { AgentStatus } from '../queue/registry.js';
 import { HttpError } from './errors.js';
-import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from './jobs.js';
+import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from '../queue/jobs.js';
 import type { TargetInfo } from './store.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */

@@ -7,10 +7,10 @@
  * are left to the collector, and runs that some agent of the host still holds stay held.
  */
 import type { Redis } from 'ioredis';
-import { liveAgents } from '../agent/registry.js';
+import { liveAgents } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, jobId } from './jobs.js';
+import { ANY_TARGET, jobId } from '../queue/jobs.js';
 import type { MatrixRecord, Store, StoredRun } from './store.js';
 
 export interface HostWatchDeps {

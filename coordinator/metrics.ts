@@ -3,10 +3,10 @@
  * at scrape time, so the gauges are never stale or double-counted.
  */
 import type { Redis } from 'ioredis';
-import { liveAgents } from '../agent/registry.js';
-import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from '../stats/metrics-route.js';
+import { liveAgents } from '../queue/registry.js';
+import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './metrics-route.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET } from './jobs.js';
+import { ANY_TARGET } from '../queue/jobs.js';
 import type { Store } from './store.js';
 
 /** Matrices summed into the gauges; far above what one coordinator holds. */

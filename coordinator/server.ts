@@ -11,7 +11,7 @@ import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher } from './dispatch.js';
 import { HostWatch } from './hosts.js';
 import { ProgressHub } from './events.js';
-import { awaitRedis, connectRedis } from './redis.js';
+import { awaitRedis, connectRedis } from '../queue/redis.js';
 import { Store } from './store.js';
 
 export interface CoordinatorSettings {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { Cell, Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
-import { Journal } from './journal.js';
+import { Journal } from '../host/journal.js';
 import { runCell } from './run-cell.js';
 
 export interface Progress {

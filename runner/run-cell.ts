@@ -14,7 +14,7 @@ import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
-import type { RunContext, WorkloadRunner } from './workload.js';
+import type { RunContext, WorkloadRunner } from '../workloads/workload.js';
 import { RUNNERS } from './workloads.js';
 
 export interface RunRequest {

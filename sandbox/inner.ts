@@ -5,7 +5,7 @@
 import { mkdir } from 'node:fs/promises';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { Cell } from '../contract/matrix.js';
-import { Journal } from '../runner/journal.js';
+import { Journal } from '../host/journal.js';
 import { RUNNERS } from '../runner/workloads.js';
 import { containerShape, type SandboxOutput } from './protocol.js';
 

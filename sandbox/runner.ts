@@ -18,8 +18,8 @@ import path from 'node:path';
 import type Docker from 'dockerode';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import { currentBootId } from '../runner/journal.js';
-import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../runner/workload.js';
+import { currentBootId } from '../host/journal.js';
+import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workloads/workload.js';
 import {
   dockerClient,
   engineReachable,

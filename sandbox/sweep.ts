@@ -6,7 +6,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import { Journal, processAlive } from '../runner/journal.js';
+import { Journal, processAlive } from '../host/journal.js';
 import { ContainerSummary, inspectContainer, quietly, VolumeList } from './engine.js';
 
 export const LABEL_RUN = 'io.fsbench.sandbox';

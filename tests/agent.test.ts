@@ -13,9 +13,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent } from '../agent/agent.js';
 import { HostLock } from '../agent/host-lock.js';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { queueName } from '../coordinator/jobs.js';
+import { queueName } from '../queue/jobs.js';
 import { startCoordinator } from '../coordinator/server.js';
-import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
+import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 
 let redis: TestRedis;
 const cleanups: (() => Promise<void>)[] = [];

@@ -16,8 +16,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { freePort } from './helpers/redis.js';
-import { PACKAGE_ROOT } from '../runner/native.js';
+import { freePort } from './fixtures/redis-server.js';
+import { PACKAGE_ROOT } from '../host/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
 import { LABEL_RUN } from '../sandbox/runner.js';
 

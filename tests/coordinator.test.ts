@@ -14,11 +14,11 @@ import { startAgent, type RunningAgent } from '../agent/agent.js';
 import { requireWrite } from '../coordinator/auth.js';
 import { CoordinatorClient, readEvents } from '../coordinator/client.js';
 import { HttpError } from '../coordinator/errors.js';
-import { queueName } from '../coordinator/jobs.js';
+import { queueName } from '../queue/jobs.js';
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../coordinator/server.js';
 import { Store } from '../coordinator/store.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
+import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 
 const TOKEN = 'a-test-token-0123456789';
 let redis: TestRedis;

@@ -14,8 +14,8 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { ANY_TARGET, queueName } from '../coordinator/jobs.js';
-import { startRedis, uniquePrefix, type TestRedis } from './helpers/redis.js';
+import { ANY_TARGET, queueName } from '../queue/jobs.js';
+import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');

@@ -14,9 +14,9 @@ import { parse as parseYaml } from 'yaml';
 import { FsbenchError } from '../contract/errors.js';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
 import { metadataSkipReason } from '../contract/workloads/metadata.js';
-import { Journal } from '../runner/journal.js';
-import { nativeProgram } from '../runner/native.js';
-import type { RunContext, WorkloadOutcome } from '../runner/workload.js';
+import { Journal } from '../host/journal.js';
+import { nativeProgram } from '../host/native.js';
+import type { RunContext, WorkloadOutcome } from '../workloads/workload.js';
 import { metadataWorkload } from '../workloads/metadata/index.js';
 import { mkfsArgs } from '../workloads/metadata/mkfs.js';
 import { xfsMaxInode } from '../workloads/metadata/geometry.js';
@@ -191,7 +191,7 @@ export async function load(url, context, next) {
     await writeFile(
       path.join(dir, 'child.mjs'),
       `import { metadataWorkload } from ${src('workloads/metadata/index.ts')};
-import { Journal } from ${src('runner/journal.ts')};
+import { Journal } from ${src('host/journal.ts')};
 const journal = await Journal.open(${JSON.stringify(journalDir)});
 const cell = JSON.parse(process.argv[2]);
 await metadataWorkload.run(cell, { scratchDir: ${JSON.stringify(scratch)}, journal, signal: new AbortController().signal, log: (l) => console.log(l) });

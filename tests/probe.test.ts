@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { SysInfo } from '../runner/fingerprint.js';
+import { SysInfo } from '../host/fingerprint.js';
 import { ProbeOutput } from '../workloads/inotify/probe.js';
 
 type Result = ProbeOutput;

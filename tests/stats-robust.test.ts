@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Histogram } from '../contract/result.js';
-import { syntheticRuns } from '../compare/synthetic.js';
+import { syntheticRuns } from './fixtures/synthetic.js';
 import { aggregateRuns, CellAggregator, type AggregatableRun } from '../stats/aggregate.js';
 import { metricDirection } from '../stats/direction.js';
 import { histogramQuantile, mergeHistograms, summarizeHistogram } from '../stats/histogram.js';

@@ -6,10 +6,10 @@ import path from 'node:path';
 import { expandMatrix, parseMatrix, type Cell } from '../../contract/matrix.js';
 import type { MachineFingerprint } from '../../contract/fingerprint.js';
 import type { RunResult } from '../../contract/result.js';
-import { collectFingerprint } from '../../runner/fingerprint.js';
-import { Journal } from '../../runner/journal.js';
+import { collectFingerprint } from '../../host/fingerprint.js';
+import { Journal } from '../../host/journal.js';
 import { runCell } from '../../runner/run-cell.js';
-import { PACKAGE_ROOT } from '../../runner/native.js';
+import { PACKAGE_ROOT } from '../../host/native.js';
 
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'cli', 'fsbench.js');
 

@@ -6,8 +6,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { InotifyLimits } from '../../contract/fingerprint.js';
 import { FsbenchError } from '../../contract/errors.js';
-import { readInotifyLimits } from '../../runner/fingerprint.js';
-import type { Teardown } from '../../runner/journal.js';
+import { readInotifyLimits } from '../../host/fingerprint.js';
+import type { Teardown } from '../../host/journal.js';
 
 const SYSCTL: Readonly<Record<keyof InotifyLimits, string>> = {
   maxQueuedEvents: '/proc/sys/fs/inotify/max_queued_events',

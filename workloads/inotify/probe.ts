@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
-import { nativeProgram } from '../../runner/native.js';
+import { nativeProgram } from '../../host/native.js';
 
 const n = z.number().int().nonnegative();
 const ns = n.nullable();

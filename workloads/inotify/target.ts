@@ -5,8 +5,8 @@ import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { FsbenchError } from '../../contract/errors.js';
-import { filesystemType } from '../../runner/host.js';
-import type { Teardown } from '../../runner/journal.js';
+import { filesystemType } from '../../host/kernel.js';
+import type { Teardown } from '../../host/journal.js';
 
 const exec = promisify(execFile);
 

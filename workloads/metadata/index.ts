@@ -5,8 +5,8 @@
  */
 import { FsbenchError, toFsbenchError } from '../../contract/errors.js';
 import { METADATA_PHASES } from '../../contract/workloads/metadata.js';
-import { Teardown } from '../../runner/journal.js';
-import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../../runner/workload.js';
+import { Teardown } from '../../host/journal.js';
+import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
 import { dropCaches } from './caches.js';
 import { prepareFilesystem, type TestFilesystem } from './filesystem.js';
 import { toMetrics } from './metrics.js';

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { z } from 'zod';
 import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
-import { nativeProgram } from '../../runner/native.js';
+import { nativeProgram } from '../../host/native.js';
 import type { MetadataParams } from './params.js';
 
 /** Every phase the native loop knows; `layout` is an unmeasured look at where XFS put things. */

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
-import { readBootId, readMounts } from './host.js';
+import { readBootId, readMounts } from './kernel.js';
 
 const exec = promisify(execFile);
 

@@ -14,7 +14,6 @@
 import { z } from 'zod';
 import { Cell } from '../contract/matrix.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
-import { redisKey } from './redis.js';
 
 /** The shared queue of runs placed `any`: whichever host is free takes the next one. */
 export const ANY_TARGET = 'any';
@@ -67,16 +66,6 @@ export function runJobOptions(maxAttempts: number): { attempts: number; removeOn
  */
 export function eventStreamLength(maxQueued: number): number {
   return Math.max(10_000, 10 * maxQueued);
-}
-
-/**
- * Where agents put their fingerprints (a hash: fingerprint hash -> JSON), each before the first
- * report that names it. Fingerprints change rarely (an agent's start, a new kernel, another
- * target filesystem), so this stays small; it has no expiry because a report can wait in a
- * stream for as long as the coordinator is down.
- */
-export function fingerprintsKey(prefix: string): string {
-  return redisKey(prefix, 'fingerprints');
 }
 
 /**

@@ -5,7 +5,7 @@
 import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
 import type { Histogram } from '../contract/result.js';
-import type { Journal } from './journal.js';
+import type { Journal } from '../host/journal.js';
 
 export interface RunContext {
   /** Where runs create their files, images and mounts (FSBENCH_SCRATCH). */

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { CellParams, type Cell, type Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
-import type { Store, RunRow } from '../coordinator/store.js';
+import type { Store, RunRow } from './store.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
 
 export interface MatrixRuns {

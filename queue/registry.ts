@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { MachineFingerprint } from '../contract/fingerprint.js';
-import { redisKey } from '../coordinator/redis.js';
+import { agentsKey } from './keys.js';
 
 export const CurrentRun = z
   .object({
@@ -40,16 +40,12 @@ export type AgentStatus = z.infer<typeof AgentStatus>;
 /** Entries silent for this long are deleted by readers, so the hash does not grow forever. */
 const FORGET_AFTER_MS = 24 * 3_600_000;
 
-function registryKey(prefix: string): string {
-  return redisKey(prefix, 'agents');
-}
-
 export async function writeStatus(redis: Redis, prefix: string, status: AgentStatus): Promise<void> {
-  await redis.hset(registryKey(prefix), status.agentId, JSON.stringify(status));
+  await redis.hset(agentsKey(prefix), status.agentId, JSON.stringify(status));
 }
 
 export async function removeStatus(redis: Redis, prefix: string, agentId: string): Promise<void> {
-  await redis.hdel(registryKey(prefix), agentId);
+  await redis.hdel(agentsKey(prefix), agentId);
 }
 
 export function isLive(status: AgentStatus, now: number): boolean {
@@ -61,7 +57,7 @@ export function isLive(status: AgentStatus, now: number): boolean {
  * (from another fsbench version, say) are skipped but left for their owner.
  */
 export async function liveAgents(redis: Redis, prefix: string, now = Date.now()): Promise<AgentStatus[]> {
-  const entries = await redis.hgetall(registryKey(prefix));
+  const entries = await redis.hgetall(agentsKey(prefix));
   const live: AgentStatus[] = [];
   const forget: string[] = [];
   for (const [field, raw] of Object.entries(entries)) {
@@ -78,6 +74,6 @@ export async function liveAgents(redis: Redis, prefix: string, now = Date.now())
       forget.push(field);
     }
   }
-  if (forget.length > 0) await redis.hdel(registryKey(prefix), ...forget);
+  if (forget.length > 0) await redis.hdel(agentsKey(prefix), ...forget);
   return live.sort((a, b) => a.hostId.localeCompare(b.hostId) || a.machine.localeCompare(b.machine) || a.agentId.localeCompare(b.agentId));
 }

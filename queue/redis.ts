@@ -14,11 +14,6 @@ export function connectRedis(url: string, name: string): Redis {
   return redis;
 }
 
-/** The key of one piece of fsbench state in Redis, under the installation's prefix. */
-export function redisKey(prefix: string, ...parts: string[]): string {
-  return [prefix, ...parts].join(':');
-}
-
 const REDIS_START_WAIT_MS = 30_000;
 
 /**

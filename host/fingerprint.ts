@@ -10,7 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 import { InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
-import { readBootId } from './host.js';
+import { readBootId } from './kernel.js';
 import { nativeProgram, PACKAGE_ROOT } from './native.js';
 
 const exec = promisify(execFile);

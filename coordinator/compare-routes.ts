@@ -7,10 +7,10 @@
 import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { RunResult } from '../contract/result.js';
-import { HttpError } from '../coordinator/errors.js';
-import { compareRunSets } from './compare.js';
-import { COMPARE_CONTENT_TYPES, COMPARE_FORMAT_NAMES, COMPARE_FORMATS } from './formats/index.js';
-import { parseRunLine, type LineProblem } from './jsonl.js';
+import { HttpError } from './errors.js';
+import { compareRunSets } from '../compare/compare.js';
+import { COMPARE_CONTENT_TYPES, COMPARE_FORMAT_NAMES, COMPARE_FORMATS } from '../compare/formats/index.js';
+import { parseRunLine, type LineProblem } from '../compare/jsonl.js';
 import type { ResultSink, RunSource } from './store-adapter.js';
 
 const pass: RequestHandler = (_req, _res, next) => {

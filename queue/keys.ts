@@ -1,0 +1,30 @@
+/**
+ * Every Redis key fsbench uses besides BullMQ's own queues, under the installation's prefix
+ * (FSBENCH_QUEUE_PREFIX), in one place: agents write some, the coordinator reads them, and a
+ * key spelled twice is a key that drifts.
+ */
+
+/** The key of one piece of fsbench state in Redis, under the installation's prefix. */
+export function redisKey(prefix: string, ...parts: string[]): string {
+  return [prefix, ...parts].join(':');
+}
+
+/**
+ * Where agents put their fingerprints (a hash: fingerprint hash -> JSON), each before the first
+ * report that names it. Fingerprints change rarely (an agent's start, a new kernel, another
+ * target filesystem), so this stays small; it has no expiry because a report can wait in a
+ * stream for as long as the coordinator is down.
+ */
+export function fingerprintsKey(prefix: string): string {
+  return redisKey(prefix, 'fingerprints');
+}
+
+/** The agent registry (a hash: agent id -> AgentStatus JSON), see registry.ts. */
+export function agentsKey(prefix: string): string {
+  return redisKey(prefix, 'agents');
+}
+
+/** The lock that keeps two measurements off one kernel (see agent/host-lock.ts). */
+export function hostLockKey(prefix: string, hostId: string): string {
+  return redisKey(prefix, 'host-lock', hostId);
+}
