@@ -1,24 +1,45 @@
 // Builds the native measurement programs: every native/*.c becomes native/build/<name>.
 // They are plain executables (no Node headers, no node-gyp download), so the same step works on
 // a fresh machine, in the Docker build stage, and offline. Runs on `npm install` and `npm run build`.
-import { execFileSync } from 'node:child_process';
+//
+//   node native/build.mjs [--strict] [--out DIR]
+//
+// Warnings do not fail the install: a newer compiler's new warning must not break every user's
+// `npm install`. The tests build with --strict (-Werror) so that no warning goes unnoticed here.
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
+function fail(why) {
+  console.error(`fsbench: cannot build the native probes: ${why}`);
+  process.exit(1);
+}
+
+let values = { strict: false, out: undefined };
+try {
+  ({ values } = parseArgs({ options: { strict: { type: 'boolean', default: false }, out: { type: 'string' } } }));
+} catch (err) {
+  fail(`${err instanceof Error ? err.message : String(err)} (usage: node native/build.mjs [--strict] [--out DIR])`);
+}
 const here = path.dirname(fileURLToPath(import.meta.url));
-const out = path.join(here, 'build');
+const out = path.resolve(values.out ?? path.join(here, 'build'));
 const cc = process.env.CC ?? 'cc';
 mkdirSync(out, { recursive: true });
 
 for (const file of readdirSync(here).filter((f) => f.endsWith('.c')).sort()) {
   const name = file.slice(0, -2);
-  const args = ['-O2', '-g', '-std=gnu11', '-pthread', '-Wall', '-Wextra', '-Werror', '-o', path.join(out, name), path.join(here, file), '-lm'];
-  try {
-    execFileSync(cc, args, { stdio: 'inherit' });
-  } catch (err) {
-    const why = err instanceof Error && 'code' in err && err.code === 'ENOENT' ? `no C compiler '${cc}' found (install gcc or set CC)` : `${cc} failed on ${file}`;
-    console.error(`fsbench: cannot build the native probes: ${why}`);
-    process.exit(1);
+  const args = ['-O2', '-g', '-std=gnu11', '-pthread', '-Wall', '-Wextra', ...(values.strict ? ['-Werror'] : []), '-o', path.join(out, name), path.join(here, file), '-lm'];
+  const r = spawnSync(cc, args, { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'] });
+  if (r.stderr) process.stderr.write(r.stderr);
+  if (r.error && 'code' in r.error && r.error.code === 'ENOENT') {
+    fail(`no C compiler '${cc}' found; install one (Debian: apt-get install gcc libc6-dev) or set CC`);
   }
+  if (r.error) fail(`${cc} could not run: ${r.error.message}`);
+  // gcc without the C library's headers (Debian installs libc6-dev only as a recommendation).
+  if (r.status !== 0 && /fatal error: [\w/.]+\.h: No such file/.test(r.stderr ?? '')) {
+    fail(`${cc} finds no C library headers; install them (Debian: apt-get install libc6-dev)`);
+  }
+  if (r.status !== 0) fail(`${cc} failed on ${file}${r.signal ? ` (${r.signal})` : ''}`);
 }

@@ -32,9 +32,9 @@ function composeCommand(): string[] | null {
 
 const COMPOSE = composeCommand();
 const docker = dockerClient();
-// No skipping: without an engine these tests fail and say what to install (.ci/run does it).
+// No skipping: without an engine these tests fail and say what to install (`npm test` does it first, in scripts/prepare-host.sh).
 if (COMPOSE === null || !(await engineReachable(docker))) {
-  throw new Error('the compose tests need a running Docker engine and docker compose (or docker-compose): see .ci/run');
+  throw new Error('the compose tests need a running Docker engine and docker compose (or docker-compose): `npm test` starts one (scripts/prepare-host.sh)');
 }
 const composeCmd: string[] = COMPOSE;
 

@@ -23,8 +23,8 @@ import { cellOf, tempDir } from './helpers/local.js';
 
 const IMAGE = 'fsbench-agent:local';
 const docker = dockerClient();
-// No skipping: without an engine these tests fail and say what to install (.ci/run does it).
-if (!(await engineReachable(docker))) throw new Error('the sandbox tests need a running Docker engine: see .ci/run');
+// No skipping: without an engine these tests fail and say what to install (`npm test` does it first, in scripts/prepare-host.sh).
+if (!(await engineReachable(docker))) throw new Error('the sandbox tests need a running Docker engine: `npm test` starts one (scripts/prepare-host.sh)');
 
 const MAX_QUEUED = '/proc/sys/fs/inotify/max_queued_events';
 
