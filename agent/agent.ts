@@ -48,7 +48,7 @@ async function kernelBootId(): Promise<string> {
   const id = await readBootId();
   if (id !== null) return id;
   throw new FsbenchError(
-    'CONFIG_INVALID',
+    'HOST_ID_UNREADABLE',
     'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
   );
 }

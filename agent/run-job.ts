@@ -11,6 +11,7 @@
 import { readdir } from 'node:fs/promises';
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
+import { errorLine } from '../contract/errors.js';
 import { fingerprintHash, type MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
@@ -72,7 +73,8 @@ export class RunExecutor {
     const parsed = RunJob.safeParse(job.data);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(job)'}: ${i.message}`).join('; ');
-      throw new UnrecoverableError(`job ${job.id ?? '?'} is not a valid run job: ${why}`);
+      // BullMQ keeps only the message (as the job's failedReason): the code goes in it, as the CLI prints it.
+      throw new UnrecoverableError(errorLine('JOB_INVALID', `job ${job.id ?? '?'} is not a valid run job: ${why}; run agents and coordinator of one fsbench version`));
     }
     const data = parsed.data;
     const release = await this.takeSlot();

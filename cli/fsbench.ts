@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 /**
  * The fsbench command line. Each command lives in its own module and registers itself here;
- * this file owns the single exit point that turns any error into one clear line.
+ * this file owns the single exit point that turns any error into one clear line, `fsbench:
+ * <message> [<CODE>]`, and the exit code the contract's catalog gives that code.
  */
-import { Command } from 'commander';
-import { FsbenchError, toFsbenchError } from '../contract/errors.js';
+import { Command, CommanderError } from 'commander';
+import { ERRORS, errorLine, FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { registerCompareCommands } from './compare.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
@@ -13,7 +14,9 @@ import { registerSandboxCommands } from './sandbox.js';
 const program = new Command('fsbench')
   .description('Distributed benchmarks of Linux filesystem behaviour: inotify throughput and metadata workloads')
   .showHelpAfterError()
-  .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+  // Before the commands register: they inherit it, so a bad command line reaches the exit point below.
+  .exitOverride();
 
 registerLocalCommands(program);
 registerCompareCommands(program);
@@ -23,8 +26,13 @@ registerSandboxCommands(program);
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  const e = toFsbenchError(err);
-  const where = e.code === 'INTERNAL' && err instanceof Error && !(err instanceof FsbenchError) ? ` (${err.name})` : '';
-  process.stderr.write(`fsbench: ${e.message}${where} [${e.code}]\n`);
-  process.exitCode = e.httpStatus < 500 ? 2 : 1;
+  if (err instanceof CommanderError) {
+    // Commander has printed its message (or the help) already; a bad command line is bad input.
+    process.exitCode = err.exitCode === 0 ? 0 : ERRORS.CONFIG_INVALID.exit;
+  } else {
+    const e = toFsbenchError(err);
+    const where = e.code === 'INTERNAL' && err instanceof Error && !(err instanceof FsbenchError) ? ` (${err.name})` : '';
+    process.stderr.write(`fsbench: ${errorLine(e.code, `${e.message}${where}`)}\n`);
+    process.exitCode = e.exitCode;
+  }
 }

@@ -1,37 +1,91 @@
 /**
- * Every error fsbench reports carries a stable code (for scripts, dashboards and the HTTP layer)
- * and a message that tells the user what to change. Codes never change meaning once released.
+ * The one catalog of error codes. Every error fsbench reports, from the CLI, the REST API, an
+ * agent or a stored run, carries one of these codes (for scripts, dashboards and the HTTP layer)
+ * and a message that tells the user what to change. The catalog gives each code the HTTP status
+ * the API answers with and the exit code the CLI ends with, so the three never disagree. Codes
+ * and exit codes never change meaning once released: scripts branch on them.
  */
 
-export const ERROR_CODES = {
-  // Input: what the user asked for is wrong. HTTP 400.
-  MATRIX_INVALID: 400,
-  MATRIX_TOO_LARGE: 400,
-  MATRIX_FILE_UNREADABLE: 400,
-  CONFIG_INVALID: 400,
-  // Environment: the machine cannot do what the cell asks for. Reported as failed runs.
-  PRIVILEGE_MISSING: 500,
-  MOUNT_FAILED: 500,
-  TARGET_UNUSABLE: 500,
-  LIMIT_WRITE_FAILED: 500,
-  LIMIT_REACHED: 500,
-  NATIVE_PROBE_MISSING: 500,
-  PROBE_FAILED: 500,
-  PROBE_OUTPUT_INVALID: 500,
-  BACKEND_FAILED: 500,
-  FS_REFUSED: 500,
-  NO_SPACE: 500,
-  LOOP_UNAVAILABLE: 500,
-  WORKLOAD_FAILED: 500,
-  SANDBOX_UNAVAILABLE: 500,
-  SANDBOX_FAILED: 500,
-  // Run control.
-  CANCELLED: 499,
-  TIMEOUT: 504,
-  INTERNAL: 500,
+/** What each exit code of the CLI means; scripts may retry on 75 and stop on the others. */
+export const EXIT_CODES = {
+  0: 'done',
+  1: 'a problem on this machine, on the coordinator or in fsbench itself: the message says what',
+  2: 'bad input: the command line, a matrix, a file or a request (the message names the field)',
+  3: 'cancelled or abandoned: the matrix was cancelled while `fsbench submit --wait` followed it, or a run was given up',
+  4: 'refused: the bearer token is missing or wrong (FSBENCH_TOKEN)',
+  5: 'not found: no such matrix',
+  75: 'temporarily unavailable, try again: queue full, Redis away, coordinator unreachable, no matching agent yet',
+  130: 'interrupted by SIGINT or SIGTERM (`fsbench run` keeps and summarises the finished runs)',
 } as const;
+export type ExitCode = keyof typeof EXIT_CODES;
 
-export type ErrorCode = keyof typeof ERROR_CODES;
+interface ErrorSpec {
+  /** The HTTP status of an API answer with this code. */
+  readonly status: number;
+  readonly exit: Exclude<ExitCode, 0>;
+  /** One line for the README's table: what happened, and where to look. */
+  readonly doc: string;
+}
+
+export const ERRORS = {
+  // Bad input: what the user asked for is wrong.
+  MATRIX_INVALID: { status: 400, exit: 2, doc: 'the matrix does not follow the schema, or a value is out of range; `issues` name each field' },
+  MATRIX_TOO_LARGE: { status: 400, exit: 2, doc: 'the matrix expands to more cells or runs than allowed (FSBENCH_MAX_RUNS on a coordinator)' },
+  MATRIX_TOO_LONG: { status: 422, exit: 2, doc: 'the matrix would take longer than FSBENCH_MAX_DURATION: split it or shorten its runs' },
+  MATRIX_FILE_UNREADABLE: { status: 400, exit: 2, doc: 'the matrix file cannot be read' },
+  CONFIG_INVALID: { status: 400, exit: 2, doc: 'a flag, a setting or an input file is invalid' },
+  BODY_INVALID: { status: 400, exit: 2, doc: 'the request body or query is invalid; `issues` name each field' },
+  PAYLOAD_TOO_LARGE: { status: 413, exit: 2, doc: 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, exit: 2, doc: 'the request body has a content type or encoding the endpoint does not take' },
+  CONFLICT: { status: 409, exit: 2, doc: 'the matrix is already done or cancelled' },
+  // Refused, or not there.
+  UNAUTHORIZED: { status: 401, exit: 4, doc: 'the coordinator needs a bearer token and none was sent (FSBENCH_TOKEN)' },
+  FORBIDDEN: { status: 403, exit: 4, doc: 'the bearer token is wrong, or a coordinator without a token was written to from elsewhere than loopback' },
+  NOT_FOUND: { status: 404, exit: 5, doc: 'no such matrix, or no such route' },
+  // Temporarily unavailable: the same request may succeed later.
+  NO_MATCHING_AGENTS: { status: 409, exit: 75, doc: 'no live agent matches the placement: start one, or place the matrix on `any`' },
+  QUEUE_FULL: { status: 503, exit: 75, doc: 'FSBENCH_MAX_QUEUED runs are waiting already; `Retry-After` says when to try again' },
+  UNAVAILABLE: { status: 503, exit: 75, doc: 'Redis or the coordinator does not answer; try again' },
+  // Runs that did not finish.
+  CANCELLED: { status: 499, exit: 3, doc: 'the run or the matrix was cancelled' },
+  ABANDONED: { status: 500, exit: 3, doc: 'the run was given up: its agents died or abandoned it FSBENCH_MAX_ATTEMPTS times, or its host had no live agent for FSBENCH_HOST_TIMEOUT' },
+  // This machine cannot do what the cell asks for. Reported as failed runs.
+  PRIVILEGE_MISSING: { status: 500, exit: 1, doc: 'the run needs root or a capability (writable /proc/sys, CAP_SYS_ADMIN, CAP_SYS_NICE)' },
+  MOUNT_FAILED: { status: 500, exit: 1, doc: 'mounting the filesystem under test failed; the message quotes the kernel' },
+  TARGET_UNUSABLE: { status: 500, exit: 1, doc: 'the target directory cannot be used, or a program the cell needs is not installed' },
+  LIMIT_WRITE_FAILED: { status: 500, exit: 1, doc: 'a kernel limit (fs.inotify.*) could not be set to the value the cell asks for' },
+  LIMIT_REACHED: { status: 500, exit: 1, doc: 'a limit of the machine (open files, inotify watches) is too small for the cell' },
+  NATIVE_PROBE_MISSING: { status: 500, exit: 1, doc: 'a native program is not built: run `npm install` or `npm run build`' },
+  PROBE_FAILED: { status: 500, exit: 1, doc: 'the native probe failed while measuring' },
+  PROBE_OUTPUT_INVALID: { status: 500, exit: 1, doc: 'the native probe printed something fsbench does not understand' },
+  BACKEND_FAILED: { status: 500, exit: 1, doc: 'the watcher backend under test failed' },
+  FS_REFUSED: { status: 500, exit: 1, doc: 'mkfs or the scratch filesystem refused the filesystem the cell asks for' },
+  NO_SPACE: { status: 500, exit: 1, doc: 'the scratch directory or the filesystem under test ran out of space' },
+  LOOP_UNAVAILABLE: { status: 500, exit: 1, doc: 'no loop device is free, or losetup is missing' },
+  WORKLOAD_FAILED: { status: 500, exit: 1, doc: 'the workload failed in a way it has no more precise code for' },
+  SANDBOX_UNAVAILABLE: { status: 500, exit: 1, doc: 'no Docker engine answers, so `container.*` cells cannot run' },
+  SANDBOX_FAILED: { status: 500, exit: 1, doc: 'the run container failed' },
+  TIMEOUT: { status: 504, exit: 1, doc: 'a run took longer than allowed and was stopped' },
+  // Agents.
+  HOST_ID_UNREADABLE: { status: 500, exit: 1, doc: 'the agent cannot read the kernel boot id that identifies its host: mount /proc, or set FSBENCH_HOST_ID' },
+  JOB_INVALID: { status: 500, exit: 1, doc: 'an agent took a job that is not a run job it understands: run agents and coordinator of one fsbench version' },
+  INTERNAL: { status: 500, exit: 1, doc: "a bug in fsbench, or an answer it does not understand; the coordinator's log has the details" },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** Every code, for `z.enum`. */
+export const ERROR_CODE_LIST = Object.keys(ERRORS) as [ErrorCode, ...ErrorCode[]];
+
+export function isErrorCode(code: unknown): code is ErrorCode {
+  // Own keys only: `in` would take `constructor` for a code.
+  return typeof code === 'string' && Object.hasOwn(ERRORS, code);
+}
+
+export interface Issue {
+  readonly path: string;
+  readonly message: string;
+}
 
 export class FsbenchError extends Error {
   override readonly name = 'FsbenchError';
@@ -39,14 +93,29 @@ export class FsbenchError extends Error {
     readonly code: ErrorCode,
     message: string,
     /** Where in the input the problem is, e.g. `params.bufferBytes[2]`, for HTTP 400 bodies. */
-    readonly issues: readonly { path: string; message: string }[] = [],
+    readonly issues: readonly Issue[] = [],
+    /** Headers of the HTTP answer, such as Retry-After or WWW-Authenticate. */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(message);
   }
 
   get httpStatus(): number {
-    return ERROR_CODES[this.code];
+    return ERRORS[this.code].status;
   }
+
+  get exitCode(): ExitCode {
+    return ERRORS[this.code].exit;
+  }
+}
+
+/**
+ * How the CLI and the agents print an error: the message's first line ends with the code, which
+ * scripts grep for; the lines after it (the issues of a matrix, say) follow as they are.
+ */
+export function errorLine(code: ErrorCode, message: string): string {
+  const end = message.indexOf('\n');
+  return end < 0 ? `${message} [${code}]` : `${message.slice(0, end)} [${code}]${message.slice(end)}`;
 }
 
 /** Turns anything thrown into an FsbenchError, keeping the message of unexpected errors. */
@@ -54,4 +123,16 @@ export function toFsbenchError(err: unknown, fallback: ErrorCode = 'INTERNAL'): 
   if (err instanceof FsbenchError) return err;
   const message = err instanceof Error ? err.message : String(err);
   return new FsbenchError(fallback, message);
+}
+
+/** The README's table of error codes, generated so that it cannot drift from the catalog. */
+export function errorCodesMarkdown(): string {
+  const rows = Object.entries(ERRORS).map(([code, e]) => `| \`${code}\` | ${e.status} | ${e.exit} | ${e.doc} |`);
+  return ['| code | HTTP status | exit code | meaning |', '|---|---|---|---|', ...rows].join('\n');
+}
+
+/** The README's table of exit codes. */
+export function exitCodesMarkdown(): string {
+  const rows = Object.entries(EXIT_CODES).map(([exit, meaning]) => `| ${exit} | ${meaning} |`);
+  return ['| exit code | meaning |', '|---|---|', ...rows].join('\n');
 }

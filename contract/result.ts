@@ -3,7 +3,7 @@
  * and stored by the coordinator. A union keyed on `state`.
  */
 import { z } from 'zod';
-import { ERROR_CODES, type ErrorCode } from './errors.js';
+import { ERROR_CODE_LIST } from './errors.js';
 import { CellParams } from './matrix.js';
 import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
 import { WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
@@ -20,8 +20,6 @@ export const Histogram = z
   })
   .strict();
 export type Histogram = z.infer<typeof Histogram>;
-
-const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 
 const RunBase = z.object({
   /** Which matrix the run belongs to (its name locally, its id on a coordinator). */
@@ -48,7 +46,7 @@ export const OkRun = RunBase.extend({
 
 export const FailedRun = RunBase.extend({
   state: z.literal('failed'),
-  error: z.object({ code: z.enum(errorCodes), message: z.string() }).strict(),
+  error: z.object({ code: z.enum(ERROR_CODE_LIST), message: z.string() }).strict(),
 }).strict();
 
 export const SkippedRun = RunBase.extend({

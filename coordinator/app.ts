@@ -9,7 +9,8 @@ import { storeResultSink, storeRunSource } from './store-adapter.js';
 import { dashboardRouter } from './dashboard.js';
 import type { CoordinatorMetrics } from './metrics-route.js';
 import { requireRead, requireWrite } from './auth.js';
-import { errorHandler, HttpError } from './errors.js';
+import { FsbenchError } from '../contract/errors.js';
+import { errorHandler } from './errors.js';
 import { matricesRouter, withDeadline, type MatricesDeps } from './matrices.js';
 import { coordinatorMetrics } from './metrics.js';
 
@@ -65,7 +66,7 @@ export function buildApp(d: AppDeps): Express {
   app.use(dashboardRouter({ read }));
 
   app.use((req) => {
-    throw new HttpError('NOT_FOUND', `no route ${req.method} ${req.path}`);
+    throw new FsbenchError('NOT_FOUND', `no route ${req.method} ${req.path}`);
   });
   app.use(errorHandler(d.log));
   return app;

@@ -6,7 +6,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, RequestHandler } from 'express';
-import { HttpError } from './errors.js';
+import { FsbenchError } from '../contract/errors.js';
 
 export interface AuthConfig {
   readonly token: string | undefined;
@@ -37,19 +37,19 @@ function check(config: AuthConfig, req: Request, what: string): void {
   if (token === undefined) {
     // The socket's peer, never X-Forwarded-For: a header is not an address.
     if (isLoopback(req.socket.remoteAddress)) return;
-    throw new HttpError(
+    throw new FsbenchError(
       'FORBIDDEN',
       `${what} is only allowed from loopback while the coordinator has no token: set FSBENCH_TOKEN on the coordinator and send it as a bearer token`,
     );
   }
   const sent = bearer(req);
   if (sent === undefined) {
-    throw new HttpError('UNAUTHORIZED', `${what} needs the header 'Authorization: Bearer <FSBENCH_TOKEN>'`, [], {
+    throw new FsbenchError('UNAUTHORIZED', `${what} needs the header 'Authorization: Bearer <FSBENCH_TOKEN>'`, [], {
       'WWW-Authenticate': 'Bearer realm="fsbench"',
     });
   }
   if (!sameSecret(sent, token)) {
-    throw new HttpError('FORBIDDEN', 'the bearer token is not the one the coordinator was started with (FSBENCH_TOKEN)');
+    throw new FsbenchError('FORBIDDEN', 'the bearer token is not the one the coordinator was started with (FSBENCH_TOKEN)');
   }
 }
 

@@ -1,19 +1,15 @@
 /**
  * A small client of the coordinator's REST API, for the CLI, the tests and the benchmark. Error
- * answers become FsbenchErrors carrying the coordinator's message, so the CLI's one exit point
- * prints them like any other error.
+ * answers become FsbenchErrors with the coordinator's code and message, so the CLI's one exit
+ * point prints them like any other error, with the code unchanged and the catalog's exit code.
  */
 import { z } from 'zod';
-import { ERROR_CODES, FsbenchError, type ErrorCode } from '../contract/errors.js';
+import { FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
 
 export interface ServerSentEvent {
   readonly event: string;
   readonly data: string;
   readonly id: string | undefined;
-}
-
-function isErrorCode(code: unknown): code is ErrorCode {
-  return typeof code === 'string' && code in ERROR_CODES;
 }
 
 const ErrorJson = z.object({
@@ -26,17 +22,34 @@ const ErrorJson = z.object({
     .loose(),
 });
 
+/**
+ * The code of an answer without an fsbench error body: something between the CLI and the
+ * coordinator (a proxy, another server on that port) answered, and only its status says anything.
+ */
+function codeOfStatus(status: number): ErrorCode {
+  if (status === 401) return 'UNAUTHORIZED';
+  if (status === 403) return 'FORBIDDEN';
+  if (status === 404) return 'NOT_FOUND';
+  if (status === 413) return 'PAYLOAD_TOO_LARGE';
+  if (status === 502 || status === 503 || status === 504) return 'UNAVAILABLE';
+  return 'INTERNAL';
+}
+
 async function failure(res: Response, what: string): Promise<FsbenchError> {
   const parsed = ErrorJson.safeParse(await res.json().catch(() => null));
   const error = parsed.success ? parsed.data.error : {};
-  const { code } = error;
-  const message = error.message ?? res.statusText;
   const issues = error.issues ?? [];
-  const detail = issues.length > 0 ? `\n  ${issues.map((i) => `${i.path}: ${i.message}`).join('\n  ')}` : '';
-  const text = `${what}: ${message} (HTTP ${res.status}${code === undefined ? '' : ` ${code}`})${detail}`;
-  if (isErrorCode(code)) return new FsbenchError(code, text, issues);
-  // The HTTP layer's own codes (NOT_FOUND, FORBIDDEN ...) are about what was asked, or the token.
-  return new FsbenchError(res.status >= 500 ? 'INTERNAL' : 'CONFIG_INVALID', text, issues);
+  const message = `${what}: ${error.message ?? `HTTP ${res.status} ${res.statusText}`}`;
+  // Messages such as the matrix parser's list their issues already: each bad field once.
+  const unsaid = issues.map((i) => `${i.path}: ${i.message}`).filter((line) => !message.includes(line));
+  const detail = unsaid.map((line) => `\n  ${line}`).join('');
+  const retry = res.headers.get('retry-after');
+  const headers: Record<string, string> = retry === null ? {} : { 'Retry-After': retry };
+  const { code } = error;
+  if (isErrorCode(code)) return new FsbenchError(code, `${message}${detail}`, issues, headers);
+  if (code === undefined) return new FsbenchError(codeOfStatus(res.status), `${message}${detail}`, issues, headers);
+  // A newer coordinator's code: kept in the message, so that it is not lost, until this fsbench is upgraded.
+  return new FsbenchError('INTERNAL', `${message} (the coordinator answered HTTP ${res.status} ${code}, a code this fsbench does not know: upgrade it)${detail}`, issues, headers);
 }
 
 /** Parses a text/event-stream body into events (the subset of the format the coordinator writes). */
@@ -83,7 +96,7 @@ export class CoordinatorClient {
       res = await fetch(url, { method, headers, ...(init.body === undefined ? {} : { body: init.body }) });
     } catch (err) {
       const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
-      throw new FsbenchError('CONFIG_INVALID', `cannot reach the coordinator at ${this.baseUrl} (FSBENCH_URL): ${cause}`);
+      throw new FsbenchError('UNAVAILABLE', `cannot reach the coordinator at ${this.baseUrl}: ${cause}; start it, or point FSBENCH_URL (--url) at it`);
     }
     if (!res.ok) throw await failure(res, init.what ?? `${method} ${url.pathname}`);
     return res;

@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import type { ErrorCode } from '../contract/errors.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
 import type { Dispatcher } from './dispatch.js';
@@ -272,7 +273,8 @@ export class Collector {
         : `the agent's fingerprint ${r.fingerprint} is missing from Redis or invalid`;
     const cell = this.deps.store.cell(r.matrixId, r.cellId);
     if (!cell) return null;
-    return this.gaveUp({ matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
+    // Not abandoned: the run finished, but its report cannot be stored (an agent of another version?).
+    return this.gaveUp('INTERNAL', { matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
   }
 
   private async drainFailed(q: Queue<unknown, unknown>): Promise<number> {
@@ -294,18 +296,19 @@ export class Collector {
   private fromFailed(job: Job<unknown, unknown>): StoredRun | null {
     const data = RunJob.safeParse(job.data);
     if (!data.success) {
-      this.deps.log(`collector: dropping job ${job.id ?? '?'} whose data is not a run job (${data.error.issues[0]?.message ?? 'invalid'})`);
+      this.deps.log(`collector: dropping job ${job.id ?? '?'} whose data is not a run job (${data.error.issues[0]?.message ?? 'invalid'}) [JOB_INVALID]`);
       return null;
     }
     // attemptsStarted also counts the start that only found the job over its stall limit.
     const why = `the run was given up after ${job.attemptsMade} attempt(s) (${job.stalledCounter} by agents that died): ${job.failedReason || 'no reason recorded'}`;
-    return this.gaveUp(data.data, why, Math.max(1, job.attemptsMade));
+    return this.gaveUp('ABANDONED', data.data, why, Math.max(1, job.attemptsMade));
   }
 
-  private gaveUp(data: Pick<RunJob, 'matrixId' | 'target' | 'cell' | 'repetition'>, message: string, attempts: number): StoredRun {
+  private gaveUp(code: ErrorCode, data: Pick<RunJob, 'matrixId' | 'target' | 'cell' | 'repetition'>, message: string, attempts: number): StoredRun {
     const target = this.deps.store.getMatrix(data.matrixId)?.targets.find((t) => t.target === data.target);
     return {
       kind: 'gave-up',
+      code,
       matrixId: data.matrixId,
       target: data.target,
       cell: data.cell,

@@ -8,7 +8,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Cell, Placement } from '../contract/matrix.js';
 import type { AgentStatus } from '../queue/registry.js';
-import { HttpError } from './errors.js';
+import { FsbenchError } from '../contract/errors.js';
 import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from '../queue/jobs.js';
 import type { TargetInfo } from './store.js';
 
@@ -25,7 +25,7 @@ export function resolveTargets(placement: Placement, agents: readonly AgentStatu
   }
   if (hosts.size === 0) {
     const what = placement === 'all' ? 'no agent is live' : `no live agent carries the labels ${wanted.join(', ')}`;
-    throw new HttpError('NO_MATCHING_AGENTS', `${what}: start one (fsbench agent), or submit with placement: any to wait for one`);
+    throw new FsbenchError('NO_MATCHING_AGENTS', `${what}: start one (fsbench agent), or submit with placement: any to wait for one`);
   }
   return [...hosts].map(([target, machine]) => ({ target, machine }));
 }

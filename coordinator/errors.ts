@@ -1,53 +1,16 @@
 /**
  * The one error handler of the HTTP API. Every error leaves as `{ error: { code, message,
- * issues? } }` with a stable code and a status: FsbenchError codes map through the contract,
- * zod errors become 400 with each bad field's path, body-parser errors keep their 4xx meaning
- * (too large: 413), and anything unexpected is a 500 whose details stay in the log. Never a stack.
+ * issues? } }` with a code and status from the contract's catalog: FsbenchErrors as they are,
+ * zod errors as 400 BODY_INVALID with each bad field's path, body-parser errors keeping their 4xx
+ * meaning (too large: 413), and anything unexpected as a 500 INTERNAL whose details stay in the
+ * log. Never a stack.
  */
 import type { ErrorRequestHandler } from 'express';
 import { ZodError } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
-
-/** Codes of the HTTP layer itself; the contract's codes cover what the matrix and runs can get wrong. */
-export const HTTP_ERRORS = {
-  BODY_INVALID: 400,
-  UNAUTHORIZED: 401,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  CONFLICT: 409,
-  NO_MATCHING_AGENTS: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  MATRIX_TOO_LONG: 422,
-  QUEUE_FULL: 503,
-  UNAVAILABLE: 503,
-} as const;
-export type HttpErrorCode = keyof typeof HTTP_ERRORS;
-
-export interface Issue {
-  readonly path: string;
-  readonly message: string;
-}
-
-export class HttpError extends Error {
-  override readonly name = 'HttpError';
-  constructor(
-    readonly code: HttpErrorCode,
-    message: string,
-    readonly issues: readonly Issue[] = [],
-    /** Extra headers, such as WWW-Authenticate or Retry-After. */
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
-    super(message);
-  }
-
-  get status(): number {
-    return HTTP_ERRORS[this.code];
-  }
-}
+import { ERRORS, FsbenchError, type ErrorCode, type Issue } from '../contract/errors.js';
 
 export interface ErrorBody {
-  readonly error: { readonly code: string; readonly message: string; readonly issues?: readonly Issue[] };
+  readonly error: { readonly code: ErrorCode; readonly message: string; readonly issues?: readonly Issue[] };
 }
 
 interface BodyParserError {
@@ -62,39 +25,42 @@ function isBodyParserError(err: unknown): err is BodyParserError {
   return typeof e['type'] === 'string' && typeof e['status'] === 'number';
 }
 
+export interface DescribedError {
+  readonly status: number;
+  readonly body: ErrorBody;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Worth the stack in the log: a bug, or the machine failing, rather than a refused request. */
+  readonly unexpected: boolean;
+}
+
 /** Status and body for anything thrown by a route. */
-export function describeError(err: unknown): { status: number; body: ErrorBody; headers: Readonly<Record<string, string>>; unexpected: boolean } {
-  const body = (code: string, message: string, issues: readonly Issue[] = []): ErrorBody => ({
-    error: issues.length > 0 ? { code, message, issues } : { code, message },
+export function describeError(err: unknown): DescribedError {
+  const answer = (
+    code: ErrorCode,
+    message: string,
+    issues: readonly Issue[] = [],
+    headers: Readonly<Record<string, string>> = {},
+    status: number = ERRORS[code].status,
+  ): DescribedError => ({
+    status,
+    body: { error: issues.length > 0 ? { code, message, issues } : { code, message } },
+    headers,
+    // 503s (queue full, Redis away) say all there is to say; other 5xx deserve the stack.
+    unexpected: status >= 500 && status !== 503,
   });
-  if (err instanceof HttpError) return { status: err.status, body: body(err.code, err.message, err.issues), headers: err.headers, unexpected: false };
-  if (err instanceof FsbenchError) {
-    return { status: err.httpStatus, body: body(err.code, err.message, err.issues), headers: {}, unexpected: err.httpStatus >= 500 };
-  }
+  if (err instanceof FsbenchError) return answer(err.code, err.message, err.issues, err.headers);
   if (err instanceof ZodError) {
     const issues = err.issues.map((i) => ({ path: i.path.map(String).join('.') || '(body)', message: i.message }));
-    return { status: 400, body: body('BODY_INVALID', 'the request is invalid', issues), headers: {}, unexpected: false };
+    return answer('BODY_INVALID', 'the request is invalid', issues);
   }
   if (isBodyParserError(err)) {
-    if (err.type === 'entity.too.large') {
-      return { status: 413, body: body('PAYLOAD_TOO_LARGE', 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)'), headers: {}, unexpected: false };
-    }
-    if (err.type === 'entity.parse.failed') {
-      return { status: 400, body: body('BODY_INVALID', `the body is not valid JSON: ${err.message}`), headers: {}, unexpected: false };
-    }
-    if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported') {
-      return { status: 415, body: body('UNSUPPORTED_MEDIA_TYPE', err.message), headers: {}, unexpected: false };
-    }
-    if (err.status >= 400 && err.status < 500) {
-      return { status: err.status, body: body('BODY_INVALID', err.message), headers: {}, unexpected: false };
-    }
+    if (err.type === 'entity.too.large') return answer('PAYLOAD_TOO_LARGE', 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)');
+    if (err.type === 'entity.parse.failed') return answer('BODY_INVALID', `the body is not valid JSON: ${err.message}`);
+    if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported') return answer('UNSUPPORTED_MEDIA_TYPE', err.message);
+    // Any other 4xx of body-parser (a bad Content-Length, an aborted body) keeps its status.
+    if (err.status >= 400 && err.status < 500) return answer('BODY_INVALID', err.message, [], {}, err.status);
   }
-  return {
-    status: 500,
-    body: body('INTERNAL', "internal error: the coordinator's log has the details"),
-    headers: {},
-    unexpected: true,
-  };
+  return answer('INTERNAL', "internal error: the coordinator's log has the details");
 }
 
 export function errorHandler(log: (line: string) => void): ErrorRequestHandler {

@@ -4,7 +4,7 @@
  * Events: `progress` (on connect and after every stored batch), then `end` with the final state.
  */
 import type { RequestHandler, Response } from 'express';
-import { HttpError } from './errors.js';
+import { FsbenchError } from '../contract/errors.js';
 import type { MatrixRecord, MatrixState, Store } from './store.js';
 
 export interface ProgressEvent {
@@ -85,7 +85,7 @@ function send(res: Response, event: string, data: unknown, id?: number): void {
 export function eventsHandler(store: Store, hub: ProgressHub): RequestHandler<{ id: string }> {
   return (req, res) => {
     const first = store.getMatrix(req.params.id);
-    if (!first) throw new HttpError('NOT_FOUND', `no matrix ${req.params.id}`);
+    if (!first) throw new FsbenchError('NOT_FOUND', `no matrix ${req.params.id}`);
     res.status(200).set({
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-cache, no-transform',

@@ -69,7 +69,7 @@ export class HostWatch {
       for (let repetition = 0; repetition < m.spec.repetitions; repetition++) {
         if (stored.has(`${cell.id}.${target}.${repetition}`)) continue;
         if (!(await dispatcher.removeUnfinished(q, jobId(m.id, cell.id, target, repetition)))) continue;
-        runs.push({ kind: 'gave-up', matrixId: m.id, target, cell, repetition, machine, message, attempts: 0 });
+        runs.push({ kind: 'gave-up', code: 'ABANDONED', matrixId: m.id, target, cell, repetition, machine, message, attempts: 0 });
       }
     }
     store.storeRuns(runs);

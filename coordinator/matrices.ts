@@ -12,7 +12,6 @@ import { formatDuration } from '../contract/units.js';
 import { liveAgents } from '../queue/registry.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { resolveTargets, type Dispatcher } from './dispatch.js';
-import { HttpError } from './errors.js';
 import { estimateMatrixMs } from './estimate.js';
 import { eventsHandler, isFinal, type ProgressHub } from './events.js';
 import { ANY_TARGET } from '../queue/jobs.js';
@@ -47,7 +46,7 @@ export async function withDeadline<T>(p: Promise<T>, what: string, ms = REDIS_DE
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      reject(new HttpError('UNAVAILABLE', `${what}: Redis did not answer within ${formatDuration(ms)}`, [], { 'Retry-After': '10' }));
+      reject(new FsbenchError('UNAVAILABLE', `${what}: Redis did not answer within ${formatDuration(ms)}`, [], { 'Retry-After': '10' }));
     }, ms);
   });
   try {
@@ -67,17 +66,17 @@ const ListQuery = z
 function matrixBody(req: Request): unknown {
   const body: unknown = req.body;
   if (req.is(YAML_TYPES)) {
-    if (typeof body !== 'string' || body.trim() === '') throw new HttpError('BODY_INVALID', 'the body is empty: send a matrix');
+    if (typeof body !== 'string' || body.trim() === '') throw new FsbenchError('BODY_INVALID', 'the body is empty: send a matrix');
     try {
       return YAML.parse(body, { maxAliasCount: 100 });
     } catch (err) {
-      throw new HttpError('BODY_INVALID', `the body is not valid YAML: ${err instanceof Error ? err.message : String(err)}`);
+      throw new FsbenchError('BODY_INVALID', `the body is not valid YAML: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
   if (!req.is('application/json')) {
-    throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send the matrix as application/json or application/yaml, not ${req.get('content-type') ?? 'no Content-Type'}`);
+    throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send the matrix as application/json or application/yaml, not ${req.get('content-type') ?? 'no Content-Type'}`);
   }
-  if (body === undefined) throw new HttpError('BODY_INVALID', 'the body is empty: send a matrix');
+  if (body === undefined) throw new FsbenchError('BODY_INVALID', 'the body is empty: send a matrix');
   return body;
 }
 
@@ -91,7 +90,7 @@ export function matricesRouter(d: MatricesDeps): Router {
 
   const find = (id: unknown): MatrixRecord => {
     const m = typeof id === 'string' ? store.getMatrix(id) : undefined;
-    if (!m) throw new HttpError('NOT_FOUND', `no matrix ${String(id)}`);
+    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${String(id)}`);
     return m;
   };
 
@@ -116,14 +115,14 @@ export function matricesRouter(d: MatricesDeps): Router {
       const parallel = targets[0]?.target === ANY_TARGET ? hosts : 1;
       const estimatedMs = estimateMatrixMs(cells, matrix.repetitions + matrix.warmup, parallel);
       if (estimatedMs > limits.maxDuration) {
-        throw new HttpError(
+        throw new FsbenchError(
           'MATRIX_TOO_LONG',
           `the matrix would take about ${formatDuration(estimatedMs)}, more than this coordinator's limit of ${formatDuration(limits.maxDuration)} (FSBENCH_MAX_DURATION): split it or shorten its runs`,
         );
       }
       const waiting = await withDeadline(dispatcher.waiting([ANY_TARGET, ...targets.map((t) => t.target)]), 'counting the queued runs');
       if (waiting + runs > limits.maxQueued) {
-        throw new HttpError(
+        throw new FsbenchError(
           'QUEUE_FULL',
           `${waiting} runs are waiting and this matrix adds ${runs}, more than the limit of ${limits.maxQueued} (FSBENCH_MAX_QUEUED): try again later`,
           [],
@@ -167,7 +166,7 @@ export function matricesRouter(d: MatricesDeps): Router {
 
   router.delete('/:id', write, async (req, res) => {
     const m = find(req.params.id);
-    if (isFinal(m.state)) throw new HttpError('CONFLICT', `matrix ${m.id} is already ${m.state}`);
+    if (isFinal(m.state)) throw new FsbenchError('CONFLICT', `matrix ${m.id} is already ${m.state}`);
     store.cancel(m.id);
     await enqueueing.get(m.id)?.catch(() => undefined);
     const request = { matrixId: m.id, cells: store.cells(m.id), repetitions: m.spec.repetitions, warmup: m.spec.warmup, targets: m.targets };

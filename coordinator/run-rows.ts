@@ -2,6 +2,7 @@
  * How a run becomes a row of the `runs` table (owned by store.ts): the agent's RunResult, or
  * a failure the coordinator records for a job that gave up. Pure conversion, no SQL.
  */
+import type { ErrorCode } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
@@ -18,6 +19,8 @@ export type StoredRun =
     }
   | {
       readonly kind: 'gave-up';
+      /** ABANDONED for a run nobody finished; INTERNAL for a report the coordinator could not store. */
+      readonly code: ErrorCode;
       readonly matrixId: string;
       readonly target: string;
       readonly cell: Cell;
@@ -74,7 +77,7 @@ export type RowValues = [
 export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineFingerprint) => string): RowValues {
   if (run.kind === 'gave-up') {
     return [run.matrixId, run.cell.id, run.target, run.repetition, run.machine, null, 'failed', JSON.stringify(run.cell.params),
-      null, null, null, 'INTERNAL', run.message, null, null, null, run.attempts, now];
+      null, null, null, run.code, run.message, null, null, null, run.attempts, now];
   }
   const r = run.result;
   const fp = run.fingerprintHash ?? fingerprintHash(r.fingerprint);

@@ -30,7 +30,7 @@ export async function awaitRedis(redis: Redis, url: string, log: (line: string) 
       redis.ping(),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
-          reject(new FsbenchError('CONFIG_INVALID', `cannot reach Redis at ${url} (REDIS_URL) within ${REDIS_START_WAIT_MS / 1000} s`));
+          reject(new FsbenchError('UNAVAILABLE', `cannot reach Redis at ${url} within ${REDIS_START_WAIT_MS / 1000} s: start it, or point REDIS_URL (--redis-url) at it`));
         }, REDIS_START_WAIT_MS);
       }),
     ]);

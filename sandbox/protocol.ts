@@ -5,7 +5,7 @@
  * dependency so the container's entry point stays light.
  */
 import { z } from 'zod';
-import { ERROR_CODES, type ErrorCode } from '../contract/errors.js';
+import { ERROR_CODE_LIST } from '../contract/errors.js';
 import { InotifyLimits } from '../contract/fingerprint.js';
 import { type Cell, type CellParams, cellId } from '../contract/matrix.js';
 import { Histogram } from '../contract/result.js';
@@ -56,7 +56,6 @@ export function sandboxedCell(cell: Cell): Cell {
   return { id: cellId(cell.workload, params), workload: cell.workload, params };
 }
 
-const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 
 /** A WorkloadOutcome as JSON. */
 export const SandboxOutcome = z
@@ -72,6 +71,6 @@ export const SandboxOutcome = z
 /** The last line the run container prints on stdout. */
 export const SandboxOutput = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(true), outcome: SandboxOutcome }).strict(),
-  z.object({ ok: z.literal(false), error: z.object({ code: z.enum(errorCodes), message: z.string() }).strict() }).strict(),
+  z.object({ ok: z.literal(false), error: z.object({ code: z.enum(ERROR_CODE_LIST), message: z.string() }).strict() }).strict(),
 ]);
 export type SandboxOutput = z.infer<typeof SandboxOutput>;

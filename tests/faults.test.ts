@@ -251,7 +251,7 @@ describe('a run whose agents keep dying', () => {
     await waitState(client, id, (m) => m.state === 'done', 30_000);
     const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results & { runs: { error?: { code: string; message: string } }[] };
     expect(results.runs).toHaveLength(1);
-    expect(results.runs[0]).toMatchObject({ state: 'failed', error: { code: 'INTERNAL' } });
+    expect(results.runs[0]).toMatchObject({ state: 'failed', error: { code: 'ABANDONED' } });
     expect(results.runs[0]?.error?.message).toBe('the run was given up after 1 attempt(s) (1 by agents that died): job stalled more than allowable limit');
   });
 });
@@ -306,7 +306,10 @@ describe('a host whose agents are gone', () => {
     const gaveUp = onB.filter((r) => r.state === 'failed');
     expect(gaveUp.length).toBeGreaterThan(0);
     expect(gaveUp.length).toBeLessThan(20);
-    for (const r of gaveUp) expect(r.error?.message).toMatch(/no agent of host b1 \(host-2\) was live for 2s \(FSBENCH_HOST_TIMEOUT\)/);
+    for (const r of gaveUp) {
+      expect(r.error).toMatchObject({ code: 'ABANDONED' });
+      expect(r.error?.message).toMatch(/no agent of host b1 \(host-2\) was live for 2s \(FSBENCH_HOST_TIMEOUT\)/);
+    }
   }, 60_000);
 });
 
