@@ -18,11 +18,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
-import { CompareSide, compareSides } from '../compare/compare.js';
+import { compareSides, readSide } from '../compare/compare.js';
+import { ReportBuilder } from '../report/build.js';
 import { storeRunSource } from '../coordinator/store-adapter.js';
 import { syntheticRunStream } from '../tests/fixtures/synthetic.js';
 import { Store, type StoredRun } from '../coordinator/store.js';
-import { CellAggregator } from '../stats/aggregate.js';
 import { median } from '../stats/summary.js';
 
 const HERE = fileURLToPath(import.meta.url);
@@ -81,7 +81,7 @@ function* sampled<T>(rows: Iterable<T>, state: { rows: number; heapPeak: number 
   }
 }
 
-function child(kind: string, dir: string, ids: string[]): Measurement {
+async function child(kind: string, dir: string, ids: string[]): Promise<Measurement> {
   const store = Store.open(dir);
   const source = storeRunSource(store);
   const state = { rows: 0, heapPeak: process.memoryUsage().heapUsed };
@@ -94,18 +94,16 @@ function child(kind: string, dir: string, ids: string[]): Measurement {
     for (const id of ids) for (const row of sampled(store.iterateRuns(id), state)) bytes += row.metrics?.length ?? 0;
     cells = bytes > 0 ? 0 : -1;
   } else if (kind === 'aggregate') {
+    // The whole report a results request builds: statistics, noise verdicts, notes and knees.
     const id = ids[0] ?? '';
-    const agg = new CellAggregator({ grouped: true });
-    for (const run of sampled(source(id)?.runs ?? [], state)) agg.add(run);
-    cells = agg.finish().length;
+    const builder = new ReportBuilder({ title: id, grouped: true });
+    for (const run of sampled(source(id)?.runs ?? [], state)) builder.add(run);
+    cells = builder.finish().cells.length;
   } else if (kind === 'compare') {
     const [a, b] = ids.map((id) => source(id));
-    const sa = new CompareSide('a', undefined, undefined);
-    const sb = new CompareSide('b', undefined, undefined);
-    for (const run of sampled(a?.runs ?? [], state)) sa.add(run);
-    for (const run of sampled(b?.runs ?? [], state)) sb.add(run);
-    const report = compareSides(sa, sb);
-    cells = report.rows.length;
+    const sa = await readSide('a', sampled(a?.runs ?? [], state), { grouped: true });
+    const sb = await readSide('b', sampled(b?.runs ?? [], state), { grouped: true });
+    cells = compareSides(sa, sb).rows.length;
   }
   const ms = performance.now() - t0;
   store.close();
@@ -207,7 +205,7 @@ function main(): void {
 
 if (process.argv[2] === '--child') {
   const [, , , kind = '', dir = '', ...ids] = process.argv;
-  process.stdout.write(JSON.stringify(child(kind, dir, ids)));
+  process.stdout.write(JSON.stringify(await child(kind, dir, ids)));
 } else {
   main();
 }

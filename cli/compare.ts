@@ -7,15 +7,18 @@ import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { CellParams } from '../contract/matrix.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
-import { CompareSide, compareSides } from '../compare/compare.js';
-import { COMPARE_FORMAT_NAMES, COMPARE_FORMATS, type CompareFormatName } from '../compare/formats/index.js';
-import { readRunsFile, scanRunsFile } from '../compare/jsonl.js';
+import { compareSides, readSide } from '../compare/compare.js';
+import { exportableCompare } from '../compare/view.js';
+import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
+import { readRunsFile, runsOfFile } from '../report/runs-file.js';
+import { ReportSchema } from '../report/schema.js';
+import type { AggregatableRun } from '../stats/aggregate.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { loadSettings } from '../settings/index.js';
 
 type CompareFlags = {
   metric?: string[];
-  format: CompareFormatName;
+  format: FormatName;
   alpha: string;
   baselineMachine?: string;
   candidateMachine?: string;
@@ -25,9 +28,10 @@ type CompareFlags = {
 
 const REMOTE = /^matrix:(.+)$/;
 
-/** What `GET /v1/matrices/:id/results` answers, as far as compare reads it. */
+/** What `GET /v1/matrices/:id/results` answers, as far as compare reads it: the runs, and each machine's caches. */
 const RemoteResults = z.object({
   matrix: z.object({ id: z.string(), name: z.string(), workload: z.enum(WORKLOAD_NAMES) }).loose(),
+  report: z.object({ machines: z.array(z.object({ machine: z.string(), caches: ReportSchema.shape.machines.element.shape.caches }).loose()) }).loose(),
   runs: z.array(
     z
       .object({
@@ -41,9 +45,6 @@ const RemoteResults = z.object({
       })
       .loose(),
   ),
-  machines: z
-    .array(z.object({ machine: z.string(), fingerprint: z.object({ cpu: z.object({ l3Bytes: z.number().nullable() }).loose() }).loose() }).loose())
-    .default([]),
 });
 
 /** What `POST /v1/results` answers. */
@@ -53,24 +54,24 @@ const UploadAnswer = z.object({
   matrices: z.array(z.object({ id: z.string(), name: z.string(), machine: z.string() }).loose()),
 });
 
-async function feedRemote(side: CompareSide, id: string, client: CoordinatorClient): Promise<void> {
+async function* remoteRuns(id: string, client: CoordinatorClient): AsyncGenerator<AggregatableRun> {
   const res = await client.fetch('GET', `/v1/matrices/${encodeURIComponent(id)}/results`, { what: `reading matrix ${id}` });
   const parsed = RemoteResults.safeParse(await res.json());
   if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
-  const { matrix, runs, machines } = parsed.data;
-  const l3 = new Map(machines.map((m) => [m.machine, m.fingerprint.cpu.l3Bytes]));
+  const { matrix, report, runs } = parsed.data;
+  const facts = new Map(report.machines.map((m) => [m.machine, { machine: m.machine, cpu: m.caches }]));
   for (const r of runs) {
-    side.add({
+    yield {
       matrix: matrix.id,
       cellId: r.cellId,
       workload: matrix.workload,
       params: r.params,
       state: r.state,
-      fingerprint: { machine: r.machine, cpu: { l3Bytes: l3.get(r.machine) ?? null } },
+      fingerprint: facts.get(r.machine) ?? { machine: r.machine, cpu: { l3Bytes: null } },
       ...(r.metrics ? { metrics: r.metrics } : {}),
       ...(r.error ? { error: r.error } : {}),
       ...(r.reason === undefined ? {} : { reason: r.reason }),
-    });
+    };
   }
 }
 
@@ -80,28 +81,22 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
   const metrics = flags.metric?.flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
   const remote = [baseline, candidate].some((x) => REMOTE.test(x));
   const settings = remote ? loadSettings(['url', 'token'], flags) : undefined;
-  const feed = async (side: CompareSide, ref: string) => {
+  const runsOf = (ref: string): AsyncIterable<AggregatableRun> => {
     const id = REMOTE.exec(ref)?.[1];
-    if (id !== undefined && settings) await feedRemote(side, id, new CoordinatorClient(settings.url, settings.token));
-    else {
-      await scanRunsFile(ref, (run) => {
-        side.add(run);
-      });
-    }
+    return id !== undefined && settings ? remoteRuns(id, new CoordinatorClient(settings.url, settings.token)) : runsOfFile(ref);
   };
   const useMetrics = metrics && metrics.length > 0 ? metrics : undefined;
-  const a = new CompareSide(baseline, useMetrics, flags.baselineMachine);
-  const b = new CompareSide(candidate, useMetrics, flags.candidateMachine);
-  await feed(a, baseline);
-  await feed(b, candidate);
+  const options = { ...(useMetrics ? { metrics: useMetrics } : {}), alpha };
+  const a = await readSide(baseline, runsOf(baseline), { ...options, machine: flags.baselineMachine });
+  const b = await readSide(candidate, runsOf(candidate), { ...options, machine: flags.candidateMachine });
   for (const [side, machine, flag] of [[a, flags.baselineMachine, '--baseline-machine'], [b, flags.candidateMachine, '--candidate-machine']] as const) {
-    if (machine !== undefined && side.runs === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
+    if (machine !== undefined && side.report.cells.length === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
   }
-  const report = compareSides(a, b, { ...(useMetrics ? { metrics: useMetrics } : {}), alpha });
+  const report = compareSides(a, b, options);
   if (useMetrics && report.rows.length === 0 && report.unmatched.baseline.length + report.unmatched.candidate.length === 0) {
     throw new FsbenchError('CONFIG_INVALID', `no run has the metric ${useMetrics.join(', ')}`);
   }
-  process.stdout.write(COMPARE_FORMATS[flags.format](report));
+  process.stdout.write(render(flags.format, exportableCompare(report)));
 }
 
 /**
@@ -145,7 +140,7 @@ export function registerCompareCommands(program: Command): void {
     .argument('<baseline>', 'a .jsonl file from `fsbench run --out`, or matrix:ID on the coordinator')
     .argument('<candidate>', 'a .jsonl file, or matrix:ID')
     .option('-m, --metric <names...>', 'metrics to compare (comma-separated or repeated); default: the workload\'s headline metrics')
-    .addOption(new Option('-f, --format <format>', 'output format').choices(COMPARE_FORMAT_NAMES).default('table'))
+    .addOption(new Option('-f, --format <format>', 'output format').choices(FORMAT_NAMES).default('table'))
     .option('--alpha <p>', 'significance level of the Mann-Whitney test', '0.05')
     .option('--baseline-machine <name>', 'only the baseline runs from this machine')
     .option('--candidate-machine <name>', 'only the candidate runs from this machine')

@@ -6,10 +6,11 @@ import { FsbenchError } from '../contract/errors.js';
 import { expandMatrix } from '../contract/matrix.js';
 import { parseMatrixText } from '../contract/matrix-text.js';
 import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
-import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
+import { metricInfos, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import type { RunResult } from '../contract/result.js';
-import { buildReport } from '../results/report.js';
-import { FORMAT_NAMES, FORMATS, type FormatName } from '../results/formats/index.js';
+import { buildReport } from '../report/build.js';
+import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
+import { exportableReport } from '../report/results-view.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { runMatrixLocally } from '../runner/local.js';
 import { nativeProgram } from '../host/native.js';
@@ -98,7 +99,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
-  process.stdout.write(FORMATS[flags.format](buildReport(matrix.name, cells, runs)));
+  process.stdout.write(render(flags.format, exportableReport(buildReport(runs, { title: `matrix ${matrix.name}` }))));
   if (controller.signal.aborted) {
     process.stderr.write(`fsbench: interrupted: ${runs.length} runs kept${flags.out ? ` in ${flags.out}` : ''}\n`);
     process.exitCode = 130;
@@ -112,6 +113,14 @@ export function paramsMarkdown(): string {
       ([name, spec]) => `| \`${name}\` | \`${formatParam(spec, defaultValue(spec)) || 'none'}\` | ${describeAllowed(spec)} | ${spec.doc} |`,
     );
     return [`#### \`${w}\``, '', '| parameter | default | allowed | what it does |', '|---|---|---|---|', ...rows].join('\n');
+  }).join('\n\n') + '\n';
+}
+
+/** The metric tables of every workload, as Markdown: unit, direction and meaning, headline metrics first (bold). */
+export function metricsMarkdown(): string {
+  return WORKLOAD_NAMES.map((w) => {
+    const rows = metricInfos(w).map((m) => `| ${m.headline ? `**\`${m.name}\`**` : `\`${m.name}\``} | ${m.unit} | ${m.direction} | ${m.doc} |`);
+    return [`#### \`${w}\` metrics`, '', '| metric | unit | better when | what it measures |', '|---|---|---|---|', ...rows].join('\n');
   }).join('\n\n') + '\n';
 }
 
@@ -130,9 +139,9 @@ export function registerLocalCommands(program: Command): void {
 
   program
     .command('params')
-    .description('list every workload parameter with its default and allowed values (Markdown)')
+    .description('list every workload parameter with its default and allowed values, and every metric with its unit and direction (Markdown)')
     .action(() => {
-      process.stdout.write(paramsMarkdown());
+      process.stdout.write(`${paramsMarkdown()}\n${metricsMarkdown()}`);
     });
 
   program

@@ -9,6 +9,7 @@ import { FsbenchError } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { CoordinatorClient } from '../coordinator/client.js';
+import { FORMAT_NAMES } from '../report/export/index.js';
 import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
 
 const log = (line: string) => {
@@ -86,7 +87,8 @@ async function waitFor(client: CoordinatorClient, id: string): Promise<Progress>
     draw(last, e.event === 'end');
     if (e.event === 'end') return last;
   }
-  throw new FsbenchError('INTERNAL', `the coordinator closed the event stream of matrix ${id} before it finished: see \`fsbench results ${id}\``);
+  // Most often the coordinator stopping: the matrix goes on when it is back.
+  throw new FsbenchError('UNAVAILABLE', `the coordinator closed the event stream of matrix ${id} before it finished: see \`fsbench results ${id}\``);
 }
 
 function age(iso: string): string {
@@ -148,7 +150,7 @@ export function registerRemoteCommands(program: Command): void {
 
   withSettings(program.command('results').description("Print a matrix's runs and per-cell statistics"), ['url', 'token'])
     .argument('<id>', 'matrix id')
-    .addOption(new Option('--format <format>', 'output format').choices(['json', 'csv', 'md']).default('md'))
+    .addOption(new Option('--format <format>', 'output format').choices(FORMAT_NAMES).default('md'))
     .addOption(new Option('--table <table>', 'with --format csv: aggregates or raw runs').choices(['cells', 'runs']).default('cells'))
     .action(async (id: string, opts: Record<string, unknown>) => {
       const s = loadSettings(['url', 'token'], opts);

@@ -3,25 +3,28 @@
  * medians, the delta, a confidence interval for the ratio, a Mann-Whitney p-value and `~` when
  * the difference is not significant; per metric a geometric mean of the ratios.
  *
- * Cells are matched by their parameters, not by cell id: a parameter that is constant on each
- * side but differs between them (the baseline ran with maxQueuedEvents 16384, the candidate with
- * 1048576) is what is being compared, so it is left out of the match and named in the report,
- * as is a parameter only one side knows (results from an older fsbench). Machines are matched
- * by name when either side holds several; two single-machine sets are compared with each other
- * whatever their names, which is the comparison of machine A with machine B.
+ * Each side is a report (report/build.ts, the same aggregation every output uses) whose cells
+ * keep the sorted values of the compared metrics for the rank tests. Cells are matched by their
+ * parameters, not by cell id: a parameter that is constant on each side but differs between
+ * them (the baseline ran with maxQueuedEvents 16384, the candidate with 1048576) is what is
+ * being compared, so it is left out of the match and named in the report, as is a parameter
+ * only one side knows (results from an older fsbench). Machines are matched by name when either
+ * side holds several; two single-machine sets are compared with each other whatever their
+ * names, which is the comparison of machine A with machine B.
  */
 import { describeCell, varyingParams, type CellParams } from '../contract/matrix.js';
-import { WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
+import type { Direction } from '../contract/metrics.js';
+import { metricDoc, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
+import { buildReportAsync } from '../report/build.js';
+import type { CellReport, MetricStats, Report } from '../report/model.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
-import { metricDirection, type Direction } from '../stats/direction.js';
 import { mannWhitneyU, smallestPossiblePValue } from '../stats/mann-whitney.js';
-import { checkNoise, type NoiseCheck, type NoiseOptions } from '../stats/noise.js';
+import type { NoiseOptions } from '../stats/noise.js';
 import { ratioConfidenceInterval, type RatioInterval } from '../stats/ratio-ci.js';
 import { deltaPercent, geometricMean } from '../stats/ratios.js';
-import { sortedCopy, summarizeSorted } from '../stats/summary.js';
-import { canonical, CompareSide, differingParams, type CellValues } from './side.js';
+import { canonical, differingParams, type DifferingParam } from './sides.js';
 
-export { CompareSide } from './side.js';
+export type { DifferingParam } from './sides.js';
 
 export interface CompareOptions {
   /** Metrics to compare; each workload's headline metrics when omitted. */
@@ -37,18 +40,22 @@ export interface CompareOptions {
   /** Names shown for the two sets (file names, matrix ids). */
   readonly baselineName?: string;
   readonly candidateName?: string;
+  /** Runs arrive grouped by cell and machine (a stored matrix): each side then holds one cell's values at a time. */
+  readonly grouped?: boolean;
 }
 
+/** One side of a row: the side's own statistics of the metric, from its report. */
 export interface SideStats {
   readonly n: number;
   readonly median: number;
   readonly min: number;
   readonly max: number;
   readonly cv: number | null;
-  readonly noise: NoiseCheck;
+  readonly noisy: boolean;
+  readonly noise: readonly string[];
 }
 
-/** better/worse: significant, in the metric's direction; changed: significant, direction unknown. */
+/** better/worse: significant, in the metric's direction; changed: significant, no better direction. */
 export type Verdict = 'better' | 'worse' | 'changed' | '~' | 'n/a';
 
 export interface CompareRow {
@@ -94,14 +101,6 @@ export interface SetInfo {
   readonly matrices: readonly string[];
 }
 
-export interface DifferingParam {
-  readonly workload: WorkloadName;
-  readonly param: string;
-  /** The value on each side; null where that side does not have the parameter. */
-  readonly baseline: string | null;
-  readonly candidate: string | null;
-}
-
 export interface CompareReport {
   readonly baseline: SetInfo;
   readonly candidate: SetInfo;
@@ -117,41 +116,56 @@ export interface CompareReport {
   readonly notes: readonly string[];
 }
 
-function sideStats(values: readonly number[] | undefined, noise: NoiseOptions | undefined): SideStats | null {
-  if (!values || values.length === 0) return null;
-  const sorted = sortedCopy(values);
-  const s = summarizeSorted(sorted);
-  return { n: s.n, median: s.median, min: s.min, max: s.max, cv: s.cv, noise: checkNoise(values, noise, { cv: s.cv, median: s.median, sorted }) };
+/** A side's report with the samples compare needs, and the set it came from. */
+export interface CompareSide {
+  readonly name: string;
+  readonly report: Report;
+}
+
+function sideStats(s: MetricStats | undefined): SideStats | null {
+  return s ? { n: s.n, median: s.median, min: s.min, max: s.max, cv: s.cv, noisy: s.noisy, noise: s.noise } : null;
 }
 
 function verdictOf(significant: boolean, direction: Direction, ratio: number | null): Verdict {
   if (ratio === null) return 'n/a';
   if (!significant) return '~';
-  if (direction === 'neutral' || ratio === 1) return 'changed';
+  if (direction === 'neither' || ratio === 1) return 'changed';
   return (ratio > 1) === (direction === 'higher') ? 'better' : 'worse';
 }
 
-/** Builds the report once both sides have seen every run. */
+function setInfo(side: CompareSide): SetInfo {
+  const cells = side.report.cells;
+  return {
+    name: side.name,
+    runs: cells.reduce((n, c) => n + c.runs, 0),
+    okRuns: cells.reduce((n, c) => n + c.ok, 0),
+    machines: side.report.machines.map((m) => m.machine),
+    matrices: [...new Set(cells.map((c) => c.matrix))].sort(),
+  };
+}
+
+/** Builds the comparison of two sides whose reports kept samples of the metrics to compare. */
 export function compareSides(a: CompareSide, b: CompareSide, options: CompareOptions = {}): CompareReport {
   const alpha = options.alpha ?? 0.05;
   const level = options.level ?? 0.95;
-  const differing = differingParams(a, b);
+  const cellsA = a.report.cells;
+  const cellsB = b.report.cells;
+  const differing = differingParams(cellsA, cellsB);
   const skip = new Map<WorkloadName, Set<string>>();
   for (const d of differing) {
     let s = skip.get(d.workload);
     if (!s) skip.set(d.workload, (s = new Set()));
     s.add(d.param);
   }
-  const byMachine = !(a.machines.size <= 1 && b.machines.size <= 1);
-  const matchKey = (c: CellValues) =>
-    `${byMachine ? c.machine : ''}\u0000${c.workload}\u0000${canonical(c.params, skip.get(c.workload))}`;
+  const byMachine = !(a.report.machines.length <= 1 && b.report.machines.length <= 1);
+  const matchKey = (c: CellReport) => `${byMachine ? c.machine : ''}\u0000${c.workload}\u0000${canonical(c.params, skip.get(c.workload))}`;
 
-  const candidates = new Map<string, CellValues>();
-  for (const c of b.cells.values()) candidates.set(matchKey(c), c);
-  const pairs: [CellValues, CellValues][] = [];
-  const onlyBaseline: CellValues[] = [];
+  const candidates = new Map<string, CellReport>();
+  for (const c of cellsB) candidates.set(matchKey(c), c);
+  const pairs: [CellReport, CellReport][] = [];
+  const onlyBaseline: CellReport[] = [];
   const matched = new Set<string>();
-  for (const c of a.cells.values()) {
+  for (const c of cellsA) {
     const key = matchKey(c);
     const other = candidates.get(key);
     if (other) {
@@ -168,50 +182,32 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
     const byWorkload = new Map<WorkloadName, string[]>();
     const all = [...pairs.map(([x]) => x), ...onlyBaseline, ...onlyCandidate];
     for (const w of new Set(all.map((c) => c.workload))) {
-      const cells = all.filter((c) => c.workload === w).map((c) => ({ id: '', workload: w, params: { ...c.params } }));
+      const cells = all.filter((c) => c.workload === w).map((c) => ({ id: c.cellId, workload: w, params: { ...c.params } }));
       byWorkload.set(w, varyingParams(cells).filter((p) => !skip.get(w)?.has(p)));
     }
     const multiWorkload = byWorkload.size > 1;
-    return (c: CellValues) => {
+    return (c: CellReport) => {
       const varying = byWorkload.get(c.workload) ?? [];
-      const text = varying.length > 0 ? describeCell({ id: '', workload: c.workload, params: { ...c.params } }, varying) : '(all)';
+      const text = varying.length > 0 ? describeCell({ id: c.cellId, workload: c.workload, params: { ...c.params } }, varying) : '(all)';
       return `${multiWorkload ? `${c.workload} ` : ''}${text}${byMachine ? ` @${c.machine}` : ''}`;
     };
   })();
 
-  const metricNames: string[] = [];
-  const seenMetric = new Set<string>();
-  const addMetric = (m: string) => {
-    if (!seenMetric.has(m)) {
-      seenMetric.add(m);
-      metricNames.push(m);
-    }
-  };
-  if (options.metrics) options.metrics.forEach(addMetric);
-  else for (const [x] of pairs) WORKLOADS[x.workload].headline.forEach(addMetric);
-
-  // Every metric of a cell shares its label and matched parameters.
-  const perCell = new Map<CellValues, { label: string; params: Readonly<CellParams> }>();
-  const cellInfo = (c: CellValues) => {
-    let info = perCell.get(c);
-    if (!info) {
-      info = { label: labelOf(c), params: Object.fromEntries(Object.entries(c.params).filter(([k]) => !skip.get(c.workload)?.has(k))) };
-      perCell.set(c, info);
-    }
-    return info;
-  };
+  const metricNames = options.metrics
+    ? [...new Set(options.metrics)]
+    : [...new Set(pairs.flatMap(([x]) => WORKLOADS[x.workload].headline))];
 
   const rows: CompareRow[] = [];
   let untestable = false;
   for (const metric of metricNames) {
-    const direction = metricDirection(metric);
     for (const [x, y] of pairs) {
-      const xs = x.values.get(metric);
-      const ys = y.values.get(metric);
       // A metric the workload does not have (or never observed on either side) is no row at all.
-      if (!xs && !ys) continue;
-      const base = sideStats(xs, options.noise);
-      const cand = sideStats(ys, options.noise);
+      if (!x.metrics[metric] && !y.metrics[metric]) continue;
+      const direction = metricDoc(x.workload, metric)?.direction ?? 'neither';
+      const base = sideStats(x.metrics[metric]);
+      const cand = sideStats(y.metrics[metric]);
+      const xs = x.samples?.[metric];
+      const ys = y.samples?.[metric];
       const warnings: string[] = [];
       if (x.problem && !base) warnings.push(`baseline: ${x.problem}`);
       if (y.problem && !cand) warnings.push(`candidate: ${y.problem}`);
@@ -224,8 +220,8 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         ratio = delta === null ? null : cand.median / base.median;
         ci = ratioConfidenceInterval(xs, ys, level);
         p = mannWhitneyU(xs, ys).pValue;
-        if (base.noise.noisy) warnings.push(`baseline too noisy to conclude: ${base.noise.reasons.join('; ')}`);
-        if (cand.noise.noisy) warnings.push(`candidate too noisy to conclude: ${cand.noise.reasons.join('; ')}`);
+        if (base.noisy) warnings.push(`baseline too noisy to conclude: ${base.noise.join('; ')}`);
+        if (cand.noisy) warnings.push(`candidate too noisy to conclude: ${cand.noise.join('; ')}`);
         if (smallestPossiblePValue(xs.length, ys.length) >= alpha) {
           untestable = true;
           warnings.push(`${xs.length} vs ${ys.length} runs cannot reach p < ${alpha}`);
@@ -236,8 +232,8 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         metric,
         direction,
         workload: x.workload,
-        params: cellInfo(x).params,
-        label: cellInfo(x).label,
+        params: Object.fromEntries(Object.entries(x.params).filter(([k]) => !skip.get(x.workload)?.has(k))),
+        label: labelOf(x),
         baselineMachine: x.machine,
         candidateMachine: y.machine,
         baseline: base,
@@ -258,7 +254,7 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
     const g = geometricMean(mine.map((r) => r.ratio ?? Number.NaN));
     return {
       metric,
-      direction: metricDirection(metric),
+      direction: mine[0]?.direction ?? rows.find((r) => r.metric === metric)?.direction ?? 'neither',
       cells: mine.length,
       significant: mine.filter((r) => r.significant).length,
       better: mine.filter((r) => r.verdict === 'better').length,
@@ -276,12 +272,12 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         : `${d.param} is only in the ${d.baseline !== null ? 'baseline' : 'candidate'} (${d.baseline ?? d.candidate ?? ''}); cells matched without it`,
     );
   }
-  if (!byMachine && a.machines.size === 1 && b.machines.size === 1) {
-    const [ma] = a.machines;
-    const [mb] = b.machines;
-    if (ma !== mb) notes.push(`compared machines: ${ma ?? ''} (baseline) against ${mb ?? ''} (candidate)`);
+  const [ma] = a.report.machines;
+  const [mb] = b.report.machines;
+  if (!byMachine && ma && mb && ma.machine !== mb.machine) {
+    notes.push(`compared machines: ${ma.machine} (baseline) against ${mb.machine} (candidate)`);
   }
-  if (pairs.length === 0 && a.cells.size > 0 && b.cells.size > 0) {
+  if (pairs.length === 0 && cellsA.length > 0 && cellsB.length > 0) {
     notes.push(
       byMachine
         ? 'no cell matched: the sets hold several machines and none in common; pick one machine per side (--baseline-machine, --candidate-machine)'
@@ -296,8 +292,8 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
   }
 
   return {
-    baseline: a.info(),
-    candidate: b.info(),
+    baseline: setInfo(a),
+    candidate: setInfo(b),
     alpha,
     level,
     matchedBy: byMachine ? 'params+machine' : 'params',
@@ -310,26 +306,36 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
   };
 }
 
-export function compareRunSets(
-  baseline: Iterable<AggregatableRun>,
-  candidate: Iterable<AggregatableRun>,
-  options: CompareOptions = {},
-): CompareReport {
-  const a = new CompareSide(options.baselineName ?? 'baseline', options.metrics, options.baselineMachine);
-  const b = new CompareSide(options.candidateName ?? 'candidate', options.metrics, options.candidateMachine);
-  for (const r of baseline) a.add(r);
-  for (const r of candidate) b.add(r);
-  return compareSides(a, b, options);
+/** Every metric a comparison may ask for: the named ones, else the headline metrics of every workload. */
+function sampledMetrics(options: CompareOptions): readonly string[] {
+  return options.metrics ?? [...new Set(Object.values(WORKLOADS).flatMap((w) => w.headline))];
 }
 
-export async function compareRunSetsAsync(
+async function* onMachine(runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>, machine: string | undefined): AsyncGenerator<AggregatableRun> {
+  for await (const r of runs) if (machine === undefined || r.fingerprint.machine === machine) yield r;
+}
+
+/** One side read from a stream of runs (a file, a stored matrix), through the report builder. */
+export async function readSide(
+  name: string,
+  runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
+  options: CompareOptions & { readonly machine?: string | undefined },
+): Promise<CompareSide> {
+  const report = await buildReportAsync(onMachine(runs, options.machine), {
+    title: name,
+    samples: sampledMetrics(options),
+    ...(options.noise ? { noise: options.noise } : {}),
+    ...(options.grouped ? { grouped: true } : {}),
+  });
+  return { name, report };
+}
+
+export async function compareRunSets(
   baseline: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
   candidate: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
   options: CompareOptions = {},
 ): Promise<CompareReport> {
-  const a = new CompareSide(options.baselineName ?? 'baseline', options.metrics, options.baselineMachine);
-  const b = new CompareSide(options.candidateName ?? 'candidate', options.metrics, options.candidateMachine);
-  for await (const r of baseline) a.add(r);
-  for await (const r of candidate) b.add(r);
+  const a = await readSide(options.baselineName ?? 'baseline', baseline, { ...options, machine: options.baselineMachine });
+  const b = await readSide(options.candidateName ?? 'candidate', candidate, { ...options, machine: options.candidateMachine });
   return compareSides(a, b, options);
 }

@@ -4,10 +4,12 @@
  */
 import { z } from 'zod';
 import { CellParams } from '../contract/matrix.js';
+import { DIRECTIONS } from '../contract/metrics.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
+import type { Mutable, Same } from '../report/schema.js';
 import type { CompareReport } from './compare.js';
 
-const direction = z.enum(['higher', 'lower', 'neutral']);
+const direction = z.enum(DIRECTIONS);
 
 const Side = z.object({
   n: z.number().int(),
@@ -15,7 +17,8 @@ const Side = z.object({
   min: z.number(),
   max: z.number(),
   cv: z.number().nullable(),
-  noise: z.object({ noisy: z.boolean(), reasons: z.array(z.string()), outliers: z.array(z.number().int()) }),
+  noisy: z.boolean().describe('too few runs or a CV above 10%: the side cannot support a conclusion'),
+  noise: z.array(z.string()),
 });
 
 const SetInfo = z.object({
@@ -84,6 +87,4 @@ export const UploadAnswerSchema = z.object({
 });
 
 /** Fails to compile when the schema and the interface drift apart (readonly aside). */
-type Mutable<T> = T extends readonly (infer U)[] ? Mutable<U>[] : T extends object ? { -readonly [K in keyof T]: Mutable<T[K]> } : T;
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
 export const schemaMatchesReport: Same<Mutable<CompareReport>, z.infer<typeof CompareReportSchema>> = true;

@@ -2,6 +2,7 @@
 export * from './errors.js';
 export * from './fingerprint.js';
 export * from './matrix.js';
+export * from './metrics.js';
 export * from './params.js';
 export * from './result.js';
 export * from './units.js';

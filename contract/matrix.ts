@@ -206,7 +206,8 @@ export function describeCell(cell: Cell, varying: readonly string[]): string {
       ? varying
       : Object.entries(specs).filter(([n, spec]) => cell.params[n] !== defaultValue(spec)).map(([n]) => n);
   if (names.length === 0) return '(defaults)';
-  return names.map((n) => `${n}=${formatParam(specs[n], cell.params[n] ?? '')}`).join(' ');
+  // An empty list (no mount options) reads as `none`, as the parameter tables spell it.
+  return names.map((n) => `${n}=${formatParam(specs[n], cell.params[n] ?? '') || 'none'}`).join(' ');
 }
 
 /** Names of the parameters whose value differs between cells. */

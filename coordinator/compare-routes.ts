@@ -2,15 +2,16 @@
  * HTTP routes of compare: `GET /v1/compare` (two stored matrices, or one matrix on two
  * machines) and `POST /v1/results` (a `.jsonl` file from `fsbench run --out`, checked line by
  * line and stored exactly once). Each is a Router the coordinator mounts; errors are thrown as
- * the coordinator's HttpError and leave through its one error handler.
+ * FsbenchErrors and leave through the coordinator's one error handler.
  */
 import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { RunResult } from '../contract/result.js';
-import { HttpError } from './errors.js';
+import { FsbenchError } from '../contract/errors.js';
 import { compareRunSets } from '../compare/compare.js';
-import { COMPARE_CONTENT_TYPES, COMPARE_FORMAT_NAMES, COMPARE_FORMATS } from '../compare/formats/index.js';
-import { parseRunLine, type LineProblem } from '../compare/jsonl.js';
+import { exportableCompare } from '../compare/view.js';
+import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
+import { parseRunLine, type LineProblem } from '../report/runs-file.js';
 import type { ResultSink, RunSource } from './store-adapter.js';
 
 const pass: RequestHandler = (_req, _res, next) => {
@@ -33,7 +34,7 @@ export const CompareQuery = z
     /** Comma-separated metric names; the workload's headline metrics when omitted. */
     metric: list.optional(),
     alpha: z.coerce.number().gt(0).lt(0.5).default(0.05),
-    format: z.enum(COMPARE_FORMAT_NAMES as [string, ...string[]]).default('json'),
+    format: z.enum(FORMAT_NAMES).default('json'),
   })
   .strict();
 
@@ -46,11 +47,11 @@ export interface CompareRouteDeps {
 /** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table]` */
 export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
-  router.get('/v1/compare', deps.read ?? pass, (req, res) => {
+  router.get('/v1/compare', deps.read ?? pass, async (req, res) => {
     const q = CompareQuery.parse(req.query);
     const load = (id: string) => {
       const m = deps.source(id);
-      if (!m) throw new HttpError('NOT_FOUND', `no matrix ${id}`);
+      if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${id}`);
       return m;
     };
     const a = load(q.baseline);
@@ -58,18 +59,18 @@ export function compareRouter(deps: CompareRouteDeps): Router {
     // One matrix against itself: the same rows, read twice, once per machine.
     const candidateRuns = b ? b.runs : (deps.source(q.baseline)?.runs ?? []);
     if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
-      throw new HttpError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
+      throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
     }
-    const report = compareRunSets(a.runs, candidateRuns, {
+    const report = await compareRunSets(a.runs, candidateRuns, {
       ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
       alpha: q.alpha,
+      grouped: true,
       ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
       ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
       baselineName: `${a.name} (${a.id})`,
       candidateName: b ? `${b.name} (${b.id})` : `${a.name} (${a.id})`,
     });
-    const format = q.format as keyof typeof COMPARE_FORMATS;
-    res.type(COMPARE_CONTENT_TYPES[format]).send(COMPARE_FORMATS[format](report));
+    res.type(CONTENT_TYPES[q.format]).send(render(q.format, exportableCompare(report)));
   });
   return router;
 }
@@ -98,26 +99,26 @@ function parseUpload(body: unknown, ndjson: boolean): RunResult[] {
     }
   };
   if (ndjson) {
-    if (typeof body !== 'string') throw new HttpError('BODY_INVALID', 'the body is empty: send the lines of a .jsonl file');
+    if (typeof body !== 'string') throw new FsbenchError('BODY_INVALID', 'the body is empty: send the lines of a .jsonl file');
     body.split('\n').forEach((text, i) => {
       if (text.trim() !== '') take(i + 1, text);
     });
   } else {
     const items: unknown = typeof body === 'object' && body !== null && 'runs' in body ? body.runs : body;
-    if (!Array.isArray(items)) throw new HttpError('BODY_INVALID', 'send { "runs": [RunResult, ...] } as JSON, or the .jsonl file as application/x-ndjson');
+    if (!Array.isArray(items)) throw new FsbenchError('BODY_INVALID', 'send { "runs": [RunResult, ...] } as JSON, or the .jsonl file as application/x-ndjson');
     items.forEach((item: unknown, i) => {
       take(i + 1, JSON.stringify(item));
     });
   }
   if (bad > 0) {
     const what = ndjson ? 'line' : 'run';
-    throw new HttpError(
+    throw new FsbenchError(
       'BODY_INVALID',
       `${bad} ${what}${bad === 1 ? ' is' : 's are'} not fsbench results; nothing was stored`,
       problems.map((p) => ({ path: `${what} ${p.line}`, message: p.message })),
     );
   }
-  if (runs.length === 0) throw new HttpError('BODY_INVALID', 'the body holds no runs');
+  if (runs.length === 0) throw new FsbenchError('BODY_INVALID', 'the body holds no runs');
   return runs;
 }
 
@@ -138,7 +139,7 @@ export function resultsUploadRouter(deps: UploadRouteDeps): Router {
     (req, res) => {
       const ndjson = req.is(['application/x-ndjson', 'application/jsonl', 'text/plain']) !== false;
       if (!ndjson && !req.is('application/json')) {
-        throw new HttpError('UNSUPPORTED_MEDIA_TYPE', `send application/x-ndjson (a .jsonl file) or application/json, not ${req.get('content-type') ?? 'no Content-Type'}`);
+        throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send application/x-ndjson (a .jsonl file) or application/json, not ${req.get('content-type') ?? 'no Content-Type'}`);
       }
       const runs = parseUpload(req.body, ndjson);
       const result = deps.sink.importRuns(runs);

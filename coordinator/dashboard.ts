@@ -12,6 +12,12 @@ import { openApiDocument } from './openapi.js';
 /** Where index.html, app.js and style.css live, in the source tree and in the installed package alike. */
 export const DASHBOARD_DIR = path.join(PACKAGE_ROOT, 'dashboard');
 
+/**
+ * Compiled modules the page imports as they are, so the dashboard formats numbers with the very
+ * functions every other output uses. Each imports nothing outside this list.
+ */
+const SHARED_MODULES = ['report/format.js', 'contract/units.js'] as const;
+
 /** Chart.js's self-contained UMD build, resolved the way Node resolves the package. */
 export function chartJsFile(): string {
   const main = createRequire(import.meta.url).resolve('chart.js');
@@ -33,6 +39,11 @@ export function dashboardRouter(deps: DashboardDeps = {}): Router {
   router.get('/vendor/chart.umd.min.js', (_req, res) => {
     res.type('text/javascript').sendFile(chart, { maxAge: '1d' });
   });
+  for (const file of SHARED_MODULES) {
+    router.get(`/lib/${file}`, (_req, res) => {
+      res.type('text/javascript').sendFile(path.join(PACKAGE_ROOT, 'dist', file), { maxAge: '1h' });
+    });
+  }
   let doc: string | undefined;
   router.get('/openapi.json', deps.read ?? ((_req, _res, next) => {
     next();

@@ -4,6 +4,7 @@
  * z.toJSONSchema), so the document cannot drift from what the server accepts.
  */
 import { z } from 'zod';
+import { ERROR_CODE_LIST } from '../contract/errors.js';
 import { MachineFingerprint } from '../contract/fingerprint.js';
 import { Cell, Matrix } from '../contract/matrix.js';
 import { Histogram, RunResult } from '../contract/result.js';
@@ -11,6 +12,8 @@ import { InotifyMetrics } from '../contract/workloads/inotify.js';
 import { MetadataMetrics } from '../contract/workloads/metadata.js';
 import { NoopMetrics } from '../contract/workloads/noop.js';
 import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
+import { FORMAT_NAMES } from '../report/export/index.js';
+import { ReportSchema } from '../report/schema.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -46,6 +49,7 @@ export function openApiDocument(version: string): JsonSchema {
         InotifyMetrics: schema(InotifyMetrics, 'output'),
         MetadataMetrics: schema(MetadataMetrics, 'output'),
         NoopMetrics: schema(NoopMetrics, 'output'),
+        Report: schema(ReportSchema, 'output'),
         CompareReport: schema(CompareReportSchema, 'output'),
         UploadAnswer: schema(UploadAnswerSchema, 'output'),
         Error: {
@@ -56,7 +60,7 @@ export function openApiDocument(version: string): JsonSchema {
               type: 'object',
               required: ['code', 'message'],
               properties: {
-                code: { type: 'string' },
+                code: { enum: ERROR_CODE_LIST, description: 'stable; the README lists each with its HTTP status and CLI exit code' },
                 message: { type: 'string' },
                 issues: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
               },
@@ -90,13 +94,19 @@ export function openApiDocument(version: string): JsonSchema {
       '/v1/matrices/{id}/results': {
         parameters: [idParam],
         get: {
-          summary: 'Runs and per-cell statistics (JSON), or CSV / Markdown',
+          summary: "The matrix's report (statistics per cell and machine, notes, noise verdicts, knees) and its runs (JSON), or the report as a table, Markdown or CSV",
           parameters: [
-            { name: 'format', in: 'query', schema: { enum: ['json', 'csv', 'md'] } },
+            { name: 'format', in: 'query', schema: { enum: FORMAT_NAMES } },
             { name: 'table', in: 'query', schema: { enum: ['cells', 'runs'] } },
             { name: 'histograms', in: 'query', schema: { enum: ['0', '1', 'false', 'true'] } },
           ],
-          responses: { '200': { description: '{ matrix, runs, cells, machines }' }, ...errors(404) },
+          responses: {
+            '200': {
+              description: '{ matrix, report, runs }',
+              content: json({ type: 'object', required: ['matrix', 'report', 'runs'], properties: { matrix: { type: 'object' }, report: ref('Report'), runs: { type: 'array' } } }),
+            },
+            ...errors(400, 404),
+          },
         },
       },
       '/v1/matrices/{id}/events': {
@@ -117,7 +127,7 @@ export function openApiDocument(version: string): JsonSchema {
             { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
             { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
             { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
-            { name: 'format', in: 'query', schema: { enum: ['json', 'csv', 'md', 'table'] } },
+            { name: 'format', in: 'query', schema: { enum: FORMAT_NAMES } },
           ],
           responses: { '200': { description: 'the comparison', content: json(ref('CompareReport')) }, ...errors(400, 404) },
         },

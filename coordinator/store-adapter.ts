@@ -1,14 +1,16 @@
 /**
- * The coordinator's SQLite store seen as compare needs it: a matrix's runs as a stream of
- * aggregatable runs, and a sink that stores uploaded `.jsonl` runs exactly once. Only the
- * store's public methods are used; nothing here writes SQL.
+ * The coordinator's SQLite store seen as reports need it: a matrix's runs as a stream of
+ * aggregatable runs (what every report and compare reads), and a sink that stores uploaded
+ * `.jsonl` runs exactly once. Only the store's public methods are used; nothing here writes SQL.
  */
 import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, type Cell, type Matrix } from '../contract/matrix.js';
-import type { RunResult } from '../contract/result.js';
+import { Histogram, type RunResult } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
 import type { Store, RunRow } from './store.js';
-import type { AggregatableRun } from '../stats/aggregate.js';
+import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
 
 export interface MatrixRuns {
   readonly id: string;
@@ -16,6 +18,8 @@ export interface MatrixRuns {
   readonly workload: WorkloadName;
   /** Grouped by (cell, machine), as the store's index returns them. */
   readonly runs: Iterable<AggregatableRun>;
+  /** The latest fingerprint of each machine that ran part of the matrix. */
+  readonly fingerprints: ReadonlyMap<string, MachineFingerprint>;
 }
 
 /** Where compare reads a matrix's runs from; undefined when there is no such matrix. */
@@ -36,12 +40,29 @@ export interface ResultSink {
 
 const parseJson = (text: string | null): unknown => (text === null ? null : JSON.parse(text));
 
-type Fingerprint = AggregatableRun['fingerprint'];
+const StoredHistograms = z.object({ histograms: z.record(z.string(), Histogram) }).loose();
 
-/** A stored row as an aggregatable run, without re-validating what the store validated on the way in. */
-export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fingerprint: Fingerprint, params: AggregatableRun['params']): AggregatableRun {
+/**
+ * A run's latency histograms from its stored details, parsed only when it has any: most runs
+ * (every workload but inotify's raw reader) have none, and the details also hold limits and
+ * info that aggregation never reads.
+ */
+function histogramsOf(row: RunRow): Record<string, Histogram> | undefined {
+  if (row.details === null || !row.details.includes('"histograms":{"')) return undefined;
+  const parsed = StoredHistograms.safeParse(JSON.parse(row.details));
+  return parsed.success ? parsed.data.histograms : undefined;
+}
+
+/** A stored row as an aggregatable run, without re-validating the metrics the store validated on the way in. */
+export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fingerprint: MachineFacts, params: AggregatableRun['params']): AggregatableRun {
   if (row.state === 'ok') {
-    return { matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'ok', metrics: (parseJson(row.metrics) ?? {}) as Record<string, number | null> };
+    const histograms = histogramsOf(row);
+    return {
+      matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'ok',
+      // Checked by RunResult when stored; parsing a million rows again would double the cost of a report.
+      metrics: (parseJson(row.metrics) ?? {}) as Record<string, number | null>,
+      ...(histograms ? { histograms } : {}),
+    };
   }
   if (row.state === 'failed') {
     return { matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'failed', error: { code: row.error_code ?? 'INTERNAL', message: row.error_message ?? '' } };
@@ -49,47 +70,48 @@ export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fi
   return { matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'skipped', reason: row.reason ?? '' };
 }
 
-/** The L3 size of a stored fingerprint, by its hash, read once per hash. */
-function l3Lookup(store: Store): (hash: string | null) => number | null {
-  const cache = new Map<string, number | null>();
-  return (hash) => {
-    if (hash === null) return null;
-    let l3 = cache.get(hash);
-    if (l3 === undefined) {
-      l3 = store.fingerprintByHash(hash)?.cpu.l3Bytes ?? null;
-      cache.set(hash, l3);
+/** The facts aggregation keeps of a stored fingerprint, by its hash, read once per hash. */
+function factsLookup(store: Store): (machine: string, hash: string | null) => MachineFacts {
+  const cache = new Map<string, MachineFacts>();
+  return (machine, hash) => {
+    const key = `${machine}\u0000${hash ?? ''}`;
+    let facts = cache.get(key);
+    if (facts === undefined) {
+      const cpu = hash === null ? null : (store.fingerprintByHash(hash)?.cpu ?? null);
+      facts = { machine, cpu: { l1dBytes: cpu?.l1dBytes ?? null, l2Bytes: cpu?.l2Bytes ?? null, l3Bytes: cpu?.l3Bytes ?? null } };
+      cache.set(key, facts);
     }
-    return l3;
+    return facts;
   };
 }
 
 export function storeRunSource(store: Store): RunSource {
-  const l3Of = l3Lookup(store);
   return (id) => {
     const m = store.getMatrix(id);
     if (!m) return undefined;
     const workload = m.spec.workload;
     function* runs(): Generator<AggregatableRun> {
-      // Rows come cell by cell: parse a cell's parameters once, and share one fingerprint
-      // object per machine, rather than allocating both for every run.
+      // Rows come cell by cell: parse a cell's parameters once, and share one facts object per
+      // machine and fingerprint, rather than allocating both for every run.
+      const factsOf = factsLookup(store);
       let lastParams = '';
       let params: AggregatableRun['params'] = {};
-      const fingerprints = new Map<string, Fingerprint>();
       for (const row of store.iterateRuns(id)) {
         if (row.params !== lastParams) {
           lastParams = row.params;
           params = CellParams.parse(JSON.parse(row.params));
         }
-        const key = `${row.machine}\u0000${row.fingerprint_hash ?? ''}`;
-        let fingerprint = fingerprints.get(key);
-        if (!fingerprint) {
-          fingerprint = { machine: row.machine, cpu: { l3Bytes: l3Of(row.fingerprint_hash) } };
-          fingerprints.set(key, fingerprint);
-        }
-        yield rowToRun(row, id, workload, fingerprint, params);
+        yield rowToRun(row, id, workload, factsOf(row.machine, row.fingerprint_hash), params);
       }
     }
-    return { id, name: m.name, workload, runs: runs() };
+    // A fingerprint this version cannot read (an older fsbench's) leaves its machine without one, not the report.
+    const fingerprints = new Map(
+      store.fingerprints(id).flatMap((f) => {
+        const parsed = MachineFingerprint.safeParse(JSON.parse(f.json));
+        return parsed.success ? [[f.machine, parsed.data] as const] : [];
+      }),
+    );
+    return { id, name: m.name, workload, runs: runs(), fingerprints };
   };
 }
 

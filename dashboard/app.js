@@ -3,7 +3,7 @@
 // REST API; hash routes (#/, #/agents, #/matrix/ID, #/compare?...) so every view has a link.
 import { genericCharts, inotifyBarCharts, inotifySweepCharts, metadataCharts } from './charts.js';
 import { compareTables } from './compare-tables.js';
-import { describeParams, formatNumber, formatPercent, formatSize, h, varyingParams } from './util.js';
+import { formatCv, formatNumber, formatSize, h, headlineMetrics } from './util.js';
 
 const view = document.getElementById('view');
 const banner = document.getElementById('banner');
@@ -175,50 +175,45 @@ async function agentsView() {
 
 // ---- one matrix -----------------------------------------------------------------------------
 
-const HEADLINE = {
-  inotify: ['eventsPerSec', 'events', 'overflows', 'readerCpuFraction', 'latencyP99Us'],
-  metadata: ['createFilesPerSec', 'readByDirFilesPerSec', 'readInterleavedFilesPerSec', 'statFilesPerSec', 'unlinkFilesPerSec'],
-  noop: ['value'],
-};
-
-function chartsFor(workload, cells, machines) {
-  const ok = cells.filter((c) => c.ok > 0);
-  if (ok.length === 0) return { panels: [h('p', {}, 'No successful run yet.')], knees: [] };
+function chartsFor(report) {
+  const ok = report.cells.filter((c) => c.ok > 0);
+  if (ok.length === 0) return [h('p', {}, 'No successful run yet.')];
+  const workload = ok[0].workload;
   if (workload === 'inotify') {
-    const sizes = new Set(ok.map((c) => c.params.bufferBytes));
-    if (sizes.size >= 4) return inotifySweepCharts(ok, machines, open.charts);
-    return { panels: inotifyBarCharts(ok, open.charts), knees: [] };
+    if (report.knees.some((k) => k.param === 'bufferBytes')) return inotifySweepCharts(report, open.charts);
+    return inotifyBarCharts(ok, open.charts);
   }
-  if (workload === 'metadata') return { panels: metadataCharts(ok, open.charts), knees: [] };
-  return { panels: genericCharts(ok, HEADLINE[workload]?.[0] ?? 'value', open.charts), knees: [] };
+  if (workload === 'metadata') return metadataCharts(ok, open.charts);
+  return genericCharts(ok, headlineMetrics(report, workload)[0]?.name ?? 'value', open.charts);
 }
 
-function kneeTable(knees) {
-  if (knees.length === 0) return null;
+function kneeTable(report) {
+  if (report.knees.length === 0) return null;
+  const several = report.machines.length > 1;
+  const size = (x) => formatSize(x);
   return h(
     'section',
     {},
     h('h3', {}, 'Knee of the buffer sweep'),
-    h('p', { class: 'hint' }, 'The smallest read buffer whose median throughput is within 5% of the best, next to the machine\'s L3 size (seed 000 claims the optimum is about the L3 size).'),
+    h('p', { class: 'hint' }, "The smallest read buffer whose median throughput is within 5% of the best, next to the machine's L3 size (seed 000 claims the optimum is about the L3 size)."),
     h(
       'table',
       { class: 'knees' },
-      h('thead', {}, h('tr', {}, ['machine', 'files', 'series', 'knee', 'best at', 'best events/s', 'L3', 'knee / L3'].map((t) => h('th', {}, t)))),
+      h('thead', {}, h('tr', {}, [...(several ? ['machine'] : []), 'sweep', 'knee', 'best at', 'best', 'L3', 'knee/L3'].map((t) => h('th', {}, t)))),
       h(
         'tbody',
         {},
-        knees.map((k) =>
+        report.knees.map((k) =>
           h(
             'tr',
-            {},
-            h('td', {}, k.machine),
-            h('td', { class: 'num' }, k.files),
-            h('td', {}, k.series || '–'),
-            h('td', { class: 'num' }, formatSize(k.knee.x)),
-            h('td', { class: 'num' }, formatSize(k.knee.bestX)),
-            h('td', { class: 'num' }, formatNumber(k.knee.best)),
-            h('td', { class: 'num' }, k.l3 ? formatSize(k.l3) : 'n/a'),
-            h('td', { class: 'num' }, k.l3 ? (k.knee.x / k.l3).toPrecision(2) : 'n/a'),
+            { dataset: { machine: k.machine } },
+            several ? h('td', {}, k.machine) : null,
+            h('td', {}, k.label || '(all)'),
+            h('td', { class: 'num' }, k.knee ? size(k.knee.x) : 'n/a'),
+            h('td', { class: 'num' }, k.knee ? size(k.knee.bestX) : 'n/a'),
+            h('td', { class: 'num' }, formatNumber(k.knee?.best)),
+            h('td', { class: 'num' }, k.l3Bytes === null ? 'n/a' : formatSize(k.l3Bytes)),
+            h('td', { class: 'num' }, formatNumber(k.kneeOverL3)),
           ),
         ),
       ),
@@ -226,36 +221,48 @@ function kneeTable(knees) {
   );
 }
 
-function cellsTable(workload, cells) {
-  const varying = varyingParams(cells);
-  const metrics = HEADLINE[workload] ?? [];
+/** Every cell with its headline metrics: median, CV, and the report's noise verdict. */
+function cellsTable(report) {
+  const workload = report.cells[0]?.workload;
+  const metrics = workload ? headlineMetrics(report, workload) : [];
   return h(
     'details',
     {},
-    h('summary', {}, `Cells (${cells.length})`),
+    h('summary', {}, `Cells (${report.cells.length})`),
     h(
       'table',
       { class: 'cells' },
-      h('thead', {}, h('tr', {}, ['cell', 'machine', 'ok/runs', ...metrics].map((t) => h('th', {}, t)))),
+      h('thead', {}, h('tr', {}, ['cell', 'machine', 'ok/runs', 'spread', ...metrics.map((m) => `${m.name} (${m.unit})`)].map((t) => h('th', {}, t)))),
       h(
         'tbody',
         {},
-        cells.map((c) =>
+        report.cells.map((c) =>
           h(
             'tr',
-            {},
-            h('td', {}, describeParams(c.params, varying) || '(defaults)'),
+            { dataset: { cell: c.cellId, machine: c.machine } },
+            h('td', { class: 'label' }, c.label),
             h('td', {}, c.machine),
             h('td', { class: 'num' }, `${c.ok}/${c.runs}`),
+            h('td', { class: c.noise.noisy ? 'noisy verdict' : 'verdict', title: c.noise.reasons.join('; ') }, c.ok === 0 ? (c.problem ?? 'no result') : c.noise.noisy ? 'too noisy' : 'ok'),
             metrics.map((m) => {
-              const s = c.metrics[m];
-              return h('td', { class: 'num', title: s ? `n=${s.n} min ${formatNumber(s.min)} max ${formatNumber(s.max)}` : '' }, s ? formatNumber(s.median) : '–', s?.cv ? h('small', {}, ` ±${formatPercent(s.cv)}`) : null);
+              const s = c.metrics[m.name];
+              return h(
+                'td',
+                { class: 'num', dataset: { metric: m.name }, title: s ? `n=${s.n} min ${formatNumber(s.min)} max ${formatNumber(s.max)}` : '' },
+                h('span', { class: 'median' }, s ? formatNumber(s.median) : 'n/a'),
+                s?.cv ? h('small', {}, ` ±${formatCv(s.cv)}`) : null,
+              );
             }),
           ),
         ),
       ),
     ),
   );
+}
+
+function notesList(report) {
+  if (report.notes.length === 0) return null;
+  return h('section', {}, h('h3', {}, 'Notes'), h('ul', { class: 'notes report-notes' }, report.notes.map((n) => h('li', {}, n))));
 }
 
 async function matrixView(id) {
@@ -270,7 +277,8 @@ async function matrixView(id) {
       if (p.state === 'done') route();
     });
   }
-  const { panels, knees } = chartsFor(detail.workload, results.cells, results.machines ?? []);
+  const report = results.report;
+  const panels = chartsFor(report);
   const machines = (detail.machines ?? []).map((m) =>
     h('li', {}, `${m.machine}: `, progressBar(m.stored, m.expected ?? detail.progress.expected), ` (${m.ok} ok, ${m.failed} failed, ${m.skipped} skipped)`),
   );
@@ -279,9 +287,10 @@ async function matrixView(id) {
     h('p', {}, state, ' ', progress, ' · ', h('a', { href: `#/compare?baseline=${encodeURIComponent(id)}` }, 'compare…'), ' · ', h('a', { href: `/v1/matrices/${encodeURIComponent(id)}/results?format=csv` }, 'CSV')),
     detail.description ? h('p', { class: 'hint' }, detail.description) : null,
     machines.length > 0 ? h('ul', { class: 'machines' }, machines) : null,
+    notesList(report),
     h('div', { class: 'charts' }, panels),
-    kneeTable(knees),
-    cellsTable(detail.workload, results.cells),
+    kneeTable(report),
+    cellsTable(report),
     (detail.failures ?? []).length > 0
       ? h('section', {}, h('h3', {}, 'Failures'), h('ul', {}, detail.failures.map((f) => h('li', {}, `${f.machine} ${f.cellId}#${f.repetition}: ${f.code}: ${f.message}`))))
       : null,

@@ -1,18 +1,19 @@
 // The compare view's tables, one per metric: medians of both sides, the delta coloured by the
-// verdict (grey ~ when not significant), the ratio's 95% interval and the p-value.
-import { formatNumber, formatPercent, h } from './util.js';
+// verdict (grey ~ when not significant), the ratio's 95% interval and the p-value, all as the
+// coordinator's compare report states them.
+import { formatDelta, formatInterval, formatNumber, formatPercent, formatPValue, formatRatio, h } from './util.js';
 
 const VERDICT_CLASS = { better: 'sig-better', worse: 'sig-worse', changed: 'sig-changed', '~': 'not-sig', 'n/a': 'no-data' };
 
 function deltaCell(r) {
-  const text = r.deltaPct === null ? 'n/a' : `${r.deltaPct >= 0 ? '+' : ''}${r.deltaPct.toFixed(2)}%`;
-  const title = r.pValue === null ? 'no test' : `p = ${r.pValue.toPrecision(3)}${r.significant ? '' : ' (not significant)'}`;
+  const text = formatDelta(r.deltaPct);
+  const title = r.pValue === null ? 'no test' : `p = ${formatPValue(r.pValue)}${r.significant ? '' : ' (not significant)'}`;
   return h('td', { class: `num delta ${VERDICT_CLASS[r.verdict] ?? ''}`, title, dataset: { verdict: r.verdict } }, r.significant || r.deltaPct === null ? text : `~ ${text}`);
 }
 
 function sideCell(s) {
   if (!s) return h('td', { class: 'num' }, 'n/a');
-  return h('td', { class: `num${s.noise.noisy ? ' noisy' : ''}`, title: s.noise.reasons.join('; ') }, formatNumber(s.median), h('small', {}, ` ${s.cv === null ? '' : `±${formatPercent(s.cv)} `}n=${s.n}`));
+  return h('td', { class: `num${s.noisy ? ' noisy' : ''}`, title: s.noise.join('; ') }, formatNumber(s.median), h('small', {}, ` ${s.cv === null ? '' : `±${formatPercent(s.cv)} `}n=${s.n}`));
 }
 
 export function compareTables(report) {
@@ -24,11 +25,10 @@ export function compareTables(report) {
   }
   return report.summary.map((s) => {
     const rows = byMetric.get(s.metric) ?? [];
-    const g = s.geomeanDeltaPct === null ? 'n/a' : `${s.geomeanDeltaPct >= 0 ? '+' : ''}${s.geomeanDeltaPct.toFixed(2)}%`;
     return h(
       'section',
       { class: 'compare-metric', dataset: { metric: s.metric } },
-      h('h3', {}, s.metric, h('small', {}, ` ${s.direction === 'higher' ? 'higher is better' : s.direction === 'lower' ? 'lower is better' : ''}`)),
+      h('h3', {}, s.metric, h('small', {}, ` ${s.direction === 'neither' ? '' : `${s.direction} is better`}`)),
       h(
         'table',
         { class: 'compare' },
@@ -44,13 +44,13 @@ export function compareTables(report) {
               sideCell(r.baseline),
               sideCell(r.candidate),
               deltaCell(r),
-              h('td', { class: 'num' }, r.ci ? `${r.ci.low.toFixed(3)} – ${r.ci.high.toFixed(3)}` : ''),
-              h('td', { class: 'num' }, r.pValue === null ? '' : r.pValue < 0.001 ? r.pValue.toExponential(1) : r.pValue.toFixed(3)),
+              h('td', { class: 'num' }, formatInterval(r.ci?.low, r.ci?.high, formatRatio)),
+              h('td', { class: 'num' }, formatPValue(r.pValue)),
               h('td', { class: 'warnings' }, r.warnings.join('; ')),
             ),
           ),
         ),
-        h('tfoot', {}, h('tr', {}, h('td', {}, 'geomean'), h('td', {}), h('td', {}), h('td', { class: 'num geomean' }, g), h('td', { colspan: 3 }, `${s.significant} of ${s.cells} significant: ${s.better} better, ${s.worse} worse`))),
+        h('tfoot', {}, h('tr', {}, h('td', {}, 'geomean'), h('td', {}), h('td', {}), h('td', { class: 'num geomean' }, formatDelta(s.geomeanDeltaPct)), h('td', { colspan: 3 }, `${s.significant} of ${s.cells} significant: ${s.better} better, ${s.worse} worse`))),
       ),
     );
   });

@@ -1,6 +1,7 @@
 /**
- * Runs summarised per (matrix, machine, cell), in one pass over a stream of runs. This is the
- * aggregation the coordinator, the dashboard, `compare` and `bench:results` share.
+ * Runs summarised per (matrix, machine, cell), in one pass over a stream of runs: the one
+ * aggregation behind every report (`fsbench run`, `fsbench results`, the REST API, compare,
+ * the dashboard and `bench:results` all read what it makes, through report/).
  *
  * Memory: when the runs arrive grouped (every run of a cell next to each other, as a store
  * returns them ordered by its (matrix, machine, cell) index), each cell is summarised and its
@@ -22,23 +23,31 @@ export interface AggregatableRun {
   readonly workload: WorkloadName;
   readonly params: Readonly<CellParams>;
   readonly state: 'ok' | 'failed' | 'skipped';
-  readonly fingerprint: { readonly machine: string; readonly cpu: { readonly l3Bytes: number | null } };
+  readonly fingerprint: MachineFacts;
   readonly metrics?: Readonly<Record<string, number | null>>;
   readonly histograms?: Readonly<Record<string, Histogram>>;
   readonly error?: { readonly code: string; readonly message: string };
   readonly reason?: string;
 }
 
+/** What aggregation keeps of a run's fingerprint: its machine, and the caches a sweep's knee is set against. */
+export interface MachineFacts {
+  readonly machine: string;
+  readonly cpu: { readonly l1dBytes?: number | null; readonly l2Bytes?: number | null; readonly l3Bytes: number | null };
+}
+
 export interface MetricAggregate {
   readonly summary: Summary;
   readonly noise: NoiseCheck;
+  /** The values, sorted, for the metrics named in `AggregateOptions.samples` (tests between two sets need them). */
+  readonly samples?: readonly number[];
 }
 
 export interface CellAggregate {
   readonly matrix: string;
   readonly machine: string;
-  /** The machine's L3 size from the first run's fingerprint. */
-  readonly l3Bytes: number | null;
+  /** The machine's facts from the cell's first run. */
+  readonly fingerprint: MachineFacts;
   readonly cellId: string;
   readonly workload: WorkloadName;
   readonly params: Readonly<CellParams>;
@@ -63,6 +72,8 @@ export interface AggregateOptions {
   readonly noise?: NoiseOptions;
   /** Merge histograms too (default true). */
   readonly histograms?: boolean;
+  /** Metrics whose sorted values each cell keeps, for a rank test against another set. */
+  readonly samples?: readonly string[];
 }
 
 export function cellKey(run: Pick<AggregatableRun, 'matrix' | 'cellId' | 'fingerprint'>): string {
@@ -111,12 +122,13 @@ class CellAccumulator {
     else this.values.set(name, [v]);
   }
 
-  finish(noise: NoiseOptions | undefined): CellAggregate {
+  finish(noise: NoiseOptions | undefined, samples: readonly string[] | undefined): CellAggregate {
     const metrics: Record<string, MetricAggregate> = {};
     for (const [name, values] of this.values) {
       const sorted = sortedCopy(values);
       const summary = summarizeSorted(sorted);
-      metrics[name] = { summary, noise: checkNoise(values, noise, { cv: summary.cv, median: summary.median, sorted }) };
+      const check = checkNoise(values, noise, { cv: summary.cv, median: summary.median, sorted });
+      metrics[name] = samples?.includes(name) ? { summary, noise: check, samples: sorted } : { summary, noise: check };
     }
     const histograms: Record<string, { merged: Histogram; summary: HistogramSummary }> = {};
     for (const [name, acc] of this.histograms) {
@@ -127,7 +139,7 @@ class CellAccumulator {
     return {
       matrix: r.matrix,
       machine: r.fingerprint.machine,
-      l3Bytes: r.fingerprint.cpu.l3Bytes,
+      fingerprint: r.fingerprint,
       cellId: r.cellId,
       workload: r.workload,
       params: r.params,
@@ -170,7 +182,7 @@ export class CellAggregator {
     if (!acc) return;
     this.open.delete(key);
     this.closed.add(key);
-    const cell = acc.finish(this.options.noise);
+    const cell = acc.finish(this.options.noise, this.options.samples);
     if (this.options.onCell) this.options.onCell(cell);
     else this.done.push(cell);
   }

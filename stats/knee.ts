@@ -43,15 +43,3 @@ export function findKnee(
   const knee = usable.find(good) ?? best;
   return { x: knee.x, median: knee.median, bestX: best.x, best: best.median, tolerance };
 }
-
-export interface KneeBeside extends Knee {
-  /** The machine's L3 cache size from its fingerprint, when known. */
-  readonly l3Bytes: number | null;
-  /** knee / L3: 1 means the knee is exactly the L3 size. */
-  readonly kneeOverL3: number | null;
-}
-
-/** The knee next to the machine's L3 size. */
-export function kneeBesideL3(knee: Knee, l3Bytes: number | null): KneeBeside {
-  return { ...knee, l3Bytes, kneeOverL3: l3Bytes !== null && l3Bytes > 0 ? knee.x / l3Bytes : null };
-}

@@ -12,12 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { compareRunSets, type CompareReport } from '../compare/compare.js';
-import { COMPARE_FORMATS } from '../compare/formats/index.js';
-import { CSV_COLUMNS } from '../compare/formats/csv.js';
+import { CSV_COLUMNS, exportableCompare } from '../compare/view.js';
+import { render } from '../report/export/index.js';
 import { compareRouter, resultsUploadRouter } from '../coordinator/compare-routes.js';
 import { storeResultSink, storeRunSource } from '../coordinator/store-adapter.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
-import { errorHandler, HttpError } from '../coordinator/errors.js';
+import { FsbenchError } from '../contract/errors.js';
+import { errorHandler } from '../coordinator/errors.js';
 import { ResultsQuery, writeResults } from '../coordinator/results-format.js';
 import { summaryOf } from '../coordinator/views.js';
 import { Store } from '../coordinator/store.js';
@@ -54,8 +55,8 @@ function rowsOf(report: CompareReport, metric: string) {
 }
 
 describe('compareRunSets', () => {
-  it('finds the planted difference and calls the rest not significant', () => {
-    const report = compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
+  it('finds the planted difference and calls the rest not significant', async () => {
+    const report = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
     expect(report.matchedBy).toBe('params');
     expect(report.notes).toContain('compared machines: laptop (baseline) against server (candidate)');
     const rows = rowsOf(report, 'eventsPerSec');
@@ -78,35 +79,35 @@ describe('compareRunSets', () => {
     expect(summary?.geomeanRatio).toBeLessThan(1.09);
   });
 
-  it('matches cells by parameters when a constant parameter differs between the sides', () => {
+  it('matches cells by parameters when a constant parameter differs between the sides', async () => {
     const a = syntheticRuns({ matrix: { ...sweep, params: { ...sweep.params, maxQueuedEvents: 16384 } }, machine: { machine: 'vm' }, seed: 5 });
     const b = syntheticRuns({ matrix: { ...sweep, params: { ...sweep.params, maxQueuedEvents: 1048576 } }, machine: { machine: 'vm' }, seed: 6 });
     expect(a[0]?.cellId).not.toBe(b[0]?.cellId);
-    const report = compareRunSets(a, b, { metrics: ['eventsPerSec'] });
+    const report = await compareRunSets(a, b, { metrics: ['eventsPerSec'] });
     expect(report.differing).toEqual([{ workload: 'inotify', param: 'maxQueuedEvents', baseline: '16384', candidate: '1048576' }]);
     expect(report.rows).toHaveLength(6);
     expect(report.unmatched).toEqual({ baseline: [], candidate: [] });
     expect(report.rows[0]?.label).toBe('files=128 bufferBytes=4KiB');
   });
 
-  it('matches by machine when the sets hold several machines, and reports the unmatched', () => {
+  it('matches by machine when the sets hold several machines, and reports the unmatched', async () => {
     const a = [...baselineRuns('m1'), ...baselineRuns('m2')];
     const b = [...candidateRuns('m1'), ...candidateRuns('m3')];
-    const report = compareRunSets(a, b, { metrics: ['eventsPerSec'] });
+    const report = await compareRunSets(a, b, { metrics: ['eventsPerSec'] });
     expect(report.matchedBy).toBe('params+machine');
     expect(report.rows).toHaveLength(6);
     expect(report.rows.every((r) => r.baselineMachine === 'm1' && r.candidateMachine === 'm1')).toBe(true);
     expect(report.unmatched.baseline).toHaveLength(6);
     expect(report.unmatched.candidate[0]).toMatch(/@m3$/);
     // Picking one machine per side turns it into a machine-against-machine comparison.
-    const picked = compareRunSets(a, b, { metrics: ['eventsPerSec'], baselineMachine: 'm2', candidateMachine: 'm3' });
+    const picked = await compareRunSets(a, b, { metrics: ['eventsPerSec'], baselineMachine: 'm2', candidateMachine: 'm3' });
     expect(picked.matchedBy).toBe('params');
     expect(picked.rows).toHaveLength(6);
   });
 
-  it('warns that 3 against 3 runs can never be significant', () => {
+  it('warns that 3 against 3 runs can never be significant', async () => {
     const few = { ...sweep, repetitions: 3 };
-    const report = compareRunSets(
+    const report = await compareRunSets(
       syntheticRuns({ matrix: few, machine: { machine: 'a' }, seed: 1 }),
       syntheticRuns({ matrix: few, machine: { machine: 'b' }, seed: 2, effect: () => 2 }),
       { metrics: ['eventsPerSec'] },
@@ -116,24 +117,25 @@ describe('compareRunSets', () => {
     expect(report.notes.join(' ')).toContain('run at least 5 repetitions');
   });
 
-  it('defaults to the headline metrics and leaves out metrics a backend cannot observe', () => {
-    const report = compareRunSets(baselineRuns(), candidateRuns());
+  it('defaults to the headline metrics and leaves out metrics a backend cannot observe', async () => {
+    const report = await compareRunSets(baselineRuns(), candidateRuns());
     expect(report.metrics).toEqual(['eventsPerSec', 'events', 'writes', 'overflows', 'coalescedFraction', 'readerCpuFraction', 'latencyP99Us']);
     expect(rowsOf(report, 'latencyP99Us').every((r) => r.verdict === '~' || r.verdict === 'n/a')).toBe(true);
   });
 
-  it('writes table, Markdown, CSV and JSON', () => {
-    const report = compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
-    const table = COMPARE_FORMATS.table(report);
+  it('writes table, Markdown, CSV and JSON', async () => {
+    const report = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
+    const out = exportableCompare(report);
+    const table = render('table', out);
     expect(table).toMatch(/eventsPerSec\s+files=128 bufferBytes=4KiB\s+\S+ ±\S+ n=6\s+\S+ ±\S+ n=6\s+\+\d+\.\d+%\s+\d\.\d+\.\.\d\.\d+\s+0\.002\s+better/);
     expect(table).toMatch(/files=128 bufferBytes=64KiB .* ~ /);
-    expect(table).toContain('eventsPerSec: geomean +');
-    const md = COMPARE_FORMATS.md(report);
+    expect(table).toMatch(/^eventsPerSec\s+\+\d+\.\d+%\s+6\s+2\s+2\s+0$/m);
+    const md = render('md', out);
     expect(md).toContain('| metric | cell | baseline | candidate | delta | ratio 95% CI | p |   |');
-    const csv = COMPARE_FORMATS.csv(report).trim().split('\n');
+    const csv = render('csv', out).split('\r\n').filter((l) => l !== '');
     expect(csv[0]).toBe(CSV_COLUMNS.join(','));
     expect(csv).toHaveLength(7);
-    const json = JSON.parse(COMPARE_FORMATS.json(report)) as CompareReport;
+    const json = JSON.parse(render('json', out)) as CompareReport;
     expect(json.rows).toHaveLength(6);
   });
 });
@@ -165,7 +167,9 @@ describe('fsbench compare (CLI on .jsonl files)', () => {
     expect(report.rows.filter((x) => x.verdict === 'better')).toHaveLength(2);
     const table = await cli(['compare', a, b, '-m', 'eventsPerSec,events']);
     expect(table.code).toBe(0);
-    expect(table.stdout).toContain('events: geomean');
+    // Both metrics' rows, then their geometric means.
+    expect(table.stdout).toMatch(/^per metric: geometric mean/m);
+    expect(table.stdout).toMatch(/^events\s+[+-]\d+\.\d+%\s+6\s/m);
   });
 
   it('names each bad line with its number and reason, without a stack trace', async () => {
@@ -199,7 +203,7 @@ describe('GET /v1/compare and POST /v1/results on the coordinator store', () => 
   // The coordinator's own results answer (its matrices router needs Redis; this route does not).
   app.get('/v1/matrices/:id/results', (req, res) => {
     const m = store.getMatrix(req.params.id);
-    if (!m) throw new HttpError('NOT_FOUND', `no matrix ${req.params.id}`);
+    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${req.params.id}`);
     writeResults(res, store, m, summaryOf(m), ResultsQuery.parse(req.query));
   });
   app.use(errorHandler(() => undefined));
@@ -267,8 +271,8 @@ describe('GET /v1/compare and POST /v1/results on the coordinator store', () => 
       expect(report.baseline.runs).toBe(240);
       expect(report.rows).toHaveLength(6);
       const down = await runCli(['compare', 'matrix:nope', other, '--url', base]);
-      expect(down.code).toBe(2);
-      expect(down.stderr).toContain('reading matrix nope: no matrix nope');
+      expect(down.code).toBe(5);
+      expect(down.stderr).toContain('reading matrix nope: no matrix nope [NOT_FOUND]');
     } finally {
       tmp.remove();
     }

@@ -13,10 +13,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startAgent, type RunningAgent } from '../agent/agent.js';
 import { requireWrite } from '../coordinator/auth.js';
 import { CoordinatorClient, readEvents } from '../coordinator/client.js';
-import { HttpError } from '../coordinator/errors.js';
 import { queueName } from '../queue/jobs.js';
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../coordinator/server.js';
 import { Store } from '../coordinator/store.js';
+import { FsbenchError } from '../contract/errors.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 
@@ -203,7 +203,7 @@ describe('auth', () => {
     let passed = 0;
     guard(from('::ffff:127.0.0.1'), res, () => passed++);
     expect(passed).toBe(1);
-    expect(() => guard(from('10.1.2.3'), res, () => passed++)).toThrow(HttpError);
+    expect(() => guard(from('10.1.2.3'), res, () => passed++)).toThrow(FsbenchError);
     expect(() => guard(from('10.1.2.3'), res, () => passed++)).toThrow(/only allowed from loopback/);
   });
 });
@@ -222,22 +222,24 @@ describe('running matrices on agents', () => {
     expect(seen.at(-1)).toMatchObject({ event: 'end', data: { id, state: 'done', expectedRuns: 12, storedRuns: 12, okRuns: 12 } });
     expect(seen.filter((e) => e.event === 'progress').length).toBeGreaterThanOrEqual(2);
 
-    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as { runs: Record<string, unknown>[]; cells: Record<string, unknown>[] };
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as { runs: Record<string, unknown>[]; report: { cells: Record<string, unknown>[] } };
     expect(results.runs).toHaveLength(12);
     expect(results.runs[0]).toMatchObject({ machine: 'alpha', state: 'ok', repetition: expect.any(Number) as number, metrics: { value: 10 } });
-    expect(results.cells).toHaveLength(2);
-    expect(results.cells[1]).toMatchObject({
+    expect(results.report.cells).toHaveLength(2);
+    expect(results.report.cells[1]).toMatchObject({
       machine: 'alpha',
       ok: 6,
       metrics: { value: { n: 6, median: 20, mean: 20, stddev: 0, min: 20, max: 20, ciLow: 20, ciHigh: 20 } },
     });
     const csv = await client.text(`/v1/matrices/${id}/results?format=csv`);
-    expect(csv.split('\r\n')[0]).toBe('cellId,machine,sleep,value,ok,failed,skipped,metric,n,median,mean,stddev,cv,min,max,ciLow,ciHigh,ciLevel');
-    expect(csv).toContain(',alpha,0,20,6,0,0,value,6,20,20,0,0,20,20,20,20,');
+    expect(csv.split('\r\n')[0]).toBe(
+      'matrix,cellId,machine,workload,label,sleep,value,runs,ok,failed,skipped,problem,metric,unit,direction,n,median,mean,stddev,cv,min,max,ciLow,ciHigh,ciLevel,outliers,noisy,noise,cellNoisy,notes',
+    );
+    expect(csv).toContain(',alpha,noop,value=20,0,20,6,6,0,0,,value,1,neither,6,20,20,0,0,20,20,20,20,');
     const runsCsv = await client.text(`/v1/matrices/${id}/results?format=csv&table=runs`);
     expect(runsCsv.trim().split('\r\n')).toHaveLength(13);
     const md = await client.text(`/v1/matrices/${id}/results?format=md`);
-    expect(md).toContain('| value=20 | alpha | 6/6 | 20.00 [20.00, 20.00] |');
+    expect(md).toContain('| value=20 | value | 6 | 20 | 20 | 20 | 0.0% | 20..20 |');
     const bad = await fetch(`${c.url}/v1/matrices/${id}/results?format=xml`);
     expect(bad.status).toBe(400);
     const detail = await waitDone(client, id);

@@ -5,14 +5,12 @@
  * route, as a laptop's `fsbench upload` would.
  */
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import express from 'express';
 import { Redis } from 'ioredis';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { writeStatus } from '../queue/registry.js';
@@ -25,8 +23,8 @@ import { ProgressHub } from '../coordinator/events.js';
 import { Store } from '../coordinator/store.js';
 import { dashboardRouter } from '../coordinator/dashboard.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { openBrowser, type Browser } from './helpers/browser.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const MiB = 1024 ** 2;
 
 // Code evaluated in the page is plain browser JavaScript in strings (this project's TypeScript
@@ -110,9 +108,10 @@ describe('GET /openapi.json and the static files', () => {
     expect(Object.keys(doc.components.schemas['MachineFingerprint']?.properties ?? {})).toContain('cpu');
     expect(Object.keys(doc.components.schemas['InotifyMetrics']?.properties ?? {})).toContain('eventsPerSec');
     expect(Object.keys(doc.components.schemas['CompareReport']?.properties ?? {})).toEqual(expect.arrayContaining(['rows', 'summary', 'notes']));
+    expect(Object.keys(doc.components.schemas['Report']?.properties ?? {})).toEqual(expect.arrayContaining(['cells', 'knees', 'notes', 'metrics', 'machines']));
   });
 
-  it('serves the page, its modules and Chart.js, and nothing else from the directory', async () => {
+  it('serves the page, its modules, the shared number formatter and Chart.js, and nothing else', async () => {
     const page = await fetch(`${base}/`);
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(await page.text()).toContain('<script type="module" src="/app.js"></script>');
@@ -120,25 +119,30 @@ describe('GET /openapi.json and the static files', () => {
     const chart = await fetch(`${base}/vendor/chart.umd.min.js`);
     expect(chart.status).toBe(200);
     expect((await chart.text()).length).toBeGreaterThan(100_000);
-    const source = await fetch(`${base}/routes.ts`);
-    expect(source.status).toBe(404);
+    // The page formats numbers with the very module the exporters use, compiled.
+    const format = await fetch(`${base}/lib/report/format.js`);
+    expect(format.headers.get('content-type')).toContain('javascript');
+    expect(await format.text()).toContain('export function formatNumber');
+    expect((await fetch(`${base}/lib/contract/units.js`)).status).toBe(200);
+    for (const other of ['/lib/host/native.js', '/lib/report/build.js', '/lib/../package.json', '/eslint.config.js']) {
+      expect((await fetch(`${base}${other}`)).status).toBe(404);
+    }
   });
 });
 
-// No skipping: without Chromium these tests fail and say what to install (.ci/run does it).
+// No skipping: without Chromium these tests fail and say what to install (`npm test` does it first, in scripts/prepare-host.sh).
 describe('dashboard in headless Chromium', () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`the dashboard tests need Debian's chromium at ${CHROMIUM}: apt-get install chromium`);
   let redis: TestRedis;
   let client: Redis;
   let store: Store;
   let hub: ProgressHub;
   let server: Server;
   let base = '';
-  let context: BrowserContext;
-  let page: Page;
-  const profile = mkdtempSync(path.join(os.tmpdir(), 'fsbench-chromium-'));
-  const problems: string[] = [];
+  let browser: Browser;
   const ids: Record<string, string> = {};
+  const page = () => browser.page;
+  const problems = () => browser.problems;
+  const open = (hash: string) => browser.open(base, hash);
 
   async function upload(runs: RunResult[]): Promise<string> {
     const res = await fetch(`${base}/v1/results`, {
@@ -201,53 +205,31 @@ describe('dashboard in headless Chromium', () => {
       fingerprint: syntheticFingerprint({ machine: 'laptop', l3Bytes: 8 * MiB }),
     });
 
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-      viewport: { width: 1400, height: 1000 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('console', (msg) => {
-      if (msg.type() === 'error' || msg.type() === 'warning') problems.push(`console ${msg.type()}: ${msg.text()}`);
-    });
-    page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-    page.on('requestfailed', (r) => {
-      // Leaving a page closes its event streams: that is not a failure of the page.
-      if (!r.url().endsWith('/events')) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ''}`);
-    });
+    browser = await openBrowser();
   }, 120_000);
 
   afterAll(async () => {
-    await context.close();
+    await browser.close();
     await new Promise((resolve) => server.close(resolve));
     client.disconnect();
     store.close();
     await redis.stop();
-    rmSync(profile, { recursive: true, force: true });
   });
-
-  async function open(hash: string): Promise<void> {
-    await page.goto(`${base}/${hash}`);
-    const path = hash.replace(/^#/, '').split('?')[0] || '/';
-    await page.waitForFunction(`['${path}', 'error'].includes(document.body.dataset.ready)`);
-    expect(await page.evaluate('document.body.dataset.ready')).toBe(path);
-  }
 
   it('loads the matrices and agents without console errors', async () => {
     await open('#/');
-    expect(await page.locator('table.matrices tbody tr').count()).toBe(4);
-    expect(await page.locator('section.agents tbody tr').count()).toBe(1);
-    const agent = await page.locator('section.agents tbody tr').innerText();
+    expect(await page().locator('table.matrices tbody tr').count()).toBe(4);
+    expect(await page().locator('section.agents tbody tr').count()).toBe(1);
+    const agent = await page().locator('section.agents tbody tr').innerText();
     expect(agent).toContain('Synthetic CPU');
     expect(agent).toContain('8MiB');
-    expect(problems).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 
   it("draws a stored matrix like seed 000's figures, with every data point and the L3 line", async () => {
     await open(`#/matrix/${ids['laptop'] ?? ''}`);
-    await page.screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-matrix.png'), fullPage: true });
-    const charts = z.array(SweepChart.nullable()).parse(await page.evaluate(SWEEP_CHARTS_JS));
+    await page().screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-matrix.png'), fullPage: true });
+    const charts = z.array(SweepChart.nullable()).parse(await page().evaluate(SWEEP_CHARTS_JS));
     expect(charts.map((c) => c?.files)).toEqual(['128', '1024']);
     for (const c of charts) {
       if (!c) throw new Error('a canvas without a chart');
@@ -260,47 +242,47 @@ describe('dashboard in headless Chromium', () => {
       expect(c.scales).toMatchObject({ x: 'linear/bottom', y: 'linear/left', y1: 'linear/right' });
       expect(c.markers).toEqual(['L3 8MiB']);
     }
-    expect(await page.locator('main').innerText()).not.toMatch(/^null$/m);
-    const kneeRows = await page.locator('table.knees tbody tr').allInnerTexts();
+    expect(await page().locator('main').innerText()).not.toMatch(/^null$/m);
+    const kneeRows = await page().locator('table.knees tbody tr').allInnerTexts();
     expect(kneeRows).toHaveLength(2);
-    expect(kneeRows[0]).toMatch(/laptop\s+128\s+–\s+(2|4)MiB/);
-    expect(problems).toEqual([]);
+    expect(kneeRows[0]).toMatch(/^files=128\s+(2|4)MiB\s/);
+    expect(problems()).toEqual([]);
   });
 
   it('draws bars for the saturation benchmark and phases for the metadata workload', async () => {
     await open(`#/matrix/${ids['saturation'] ?? ''}`);
-    const bars = await page.evaluate(BAR_CHARTS_JS);
+    const bars = await page().evaluate(BAR_CHARTS_JS);
     expect(bars).toEqual([{ type: 'bar', labels: ['8MiB', '16MiB', '32MiB'], series: ['maxQueuedEvents=16384:3', 'maxQueuedEvents=1048576:3'] }]);
 
     await open(`#/matrix/${ids['metadata'] ?? ''}`);
-    const phases = (await page.evaluate<unknown[]>(BAR_CHARTS_JS))[0];
+    const phases = (await page().evaluate<unknown[]>(BAR_CHARTS_JS))[0];
     expect(phases).toMatchObject({
       type: 'bar',
       labels: ['create', 'readByDir', 'readInterleaved', 'stat', 'unlink'],
       series: ['inodeSize=512B mountOptions=none:5', 'inodeSize=512B mountOptions=inode32:5', 'inodeSize=2KiB mountOptions=none:5', 'inodeSize=2KiB mountOptions=inode32:5'],
     });
-    expect(problems).toEqual([]);
+    expect(problems()).toEqual([]);
   });
 
   it('shows a significant and a not-significant delta in the compare view', async () => {
     await open(`#/compare?baseline=${ids['laptop'] ?? ''}&candidate=${ids['server'] ?? ''}&metric=eventsPerSec`);
-    await page.screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-compare.png'), fullPage: true });
-    const row = (label: string) => page.locator(`section.compare-metric[data-metric="eventsPerSec"] tbody tr[data-label="${label}"] td.delta`);
+    await page().screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-compare.png'), fullPage: true });
+    const row = (label: string) => page().locator(`section.compare-metric[data-metric="eventsPerSec"] tbody tr[data-label="${label}"] td.delta`);
     const significant = row('files=128 bufferBytes=1KiB');
     expect(await significant.getAttribute('class')).toContain('sig-better');
     expect(await significant.getAttribute('data-verdict')).toBe('better');
     expect(await significant.innerText()).toMatch(/^\+2\d\.\d\d%$/);
-    const color = await page.evaluate(colorOf('files=128 bufferBytes=1KiB'));
+    const color = await page().evaluate(colorOf('files=128 bufferBytes=1KiB'));
     expect(color).toBe('rgb(21, 128, 61)');
 
     const flat = row('files=128 bufferBytes=1MiB');
     expect(await flat.getAttribute('class')).toContain('not-sig');
     expect(await flat.innerText()).toMatch(/^~ [+-]\d\.\d\d%$/);
-    expect(await page.evaluate(colorOf('files=128 bufferBytes=1MiB'))).toBe('rgb(107, 114, 128)');
+    expect(await page().evaluate(colorOf('files=128 bufferBytes=1MiB'))).toBe('rgb(107, 114, 128)');
 
-    expect(await page.locator('section.compare-metric tfoot td.geomean').innerText()).toMatch(/^\+\d\.\d\d%$/);
-    expect(await page.locator('main').innerText()).not.toMatch(/^null$/m);
-    expect(problems).toEqual([]);
+    expect(await page().locator('section.compare-metric tfoot td.geomean').innerText()).toMatch(/^\+\d\.\d\d%$/);
+    expect(await page().locator('main').innerText()).not.toMatch(/^null$/m);
+    expect(problems()).toEqual([]);
   });
 
   it('follows a running matrix live through server-sent events', async () => {
@@ -309,7 +291,7 @@ describe('dashboard in headless Chromium', () => {
     store.createMatrix({ id: 'live0001', spec, targets: [{ target: 'any', machine: null }], cells, expectedRuns: 4, estimatedMs: 1000 });
     store.markEnqueued('live0001');
     await open('#/');
-    const row = page.locator('tr[data-matrix="live0001"]');
+    const row = page().locator('tr[data-matrix="live0001"]');
     expect(await row.innerText()).toMatch(/queued\s+0\/4/);
     const runs = syntheticRuns({ matrix: { name: 'live', workload: 'noop', repetitions: 2, params: { value: [1, 2] } }, machine: { machine: 'laptop' } });
     const storeSome = (from: number, to: number) => {
@@ -318,9 +300,9 @@ describe('dashboard in headless Chromium', () => {
     };
     storeSome(0, 2);
     // The stream may connect after the first change: its first event is a full snapshot anyway.
-    await page.waitForFunction(`/running\\s*2\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    await page().waitForFunction(`/running\\s*2\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
     storeSome(2, 4);
-    await page.waitForFunction(`/done\\s*4\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
-    expect(problems).toEqual([]);
+    await page().waitForFunction(`/done\\s*4\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    expect(problems()).toEqual([]);
   });
 });

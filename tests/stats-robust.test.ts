@@ -7,14 +7,14 @@ import { describe, expect, it } from 'vitest';
 import type { Histogram } from '../contract/result.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
 import { aggregateRuns, CellAggregator, type AggregatableRun } from '../stats/aggregate.js';
-import { metricDirection } from '../stats/direction.js';
+import { metricDoc } from '../contract/workloads/index.js';
+import { buildReport } from '../report/build.js';
 import { histogramQuantile, mergeHistograms, summarizeHistogram } from '../stats/histogram.js';
-import { findKnee, kneeBesideL3 } from '../stats/knee.js';
+import { findKnee } from '../stats/knee.js';
 import { checkNoise } from '../stats/noise.js';
 import { hasOutlierSorted, madOfSorted, medianAbsoluteDeviation, modifiedZScores, outlierIndexes } from '../stats/outliers.js';
 import { median } from '../stats/summary.js';
 import { deltaPercent, geometricMean } from '../stats/ratios.js';
-import { sweepKnees } from '../stats/sweeps.js';
 
 describe('MAD outliers (Iglewicz & Hoaglin)', () => {
   const x = [2.1, 2.3, 2.2, 2.25, 9.7, 2.15, 2.4];
@@ -156,20 +156,20 @@ describe('knee of a sweep', () => {
     const knee = findKnee(sweep);
     expect(knee).toEqual({ x: 128 * KiB, median: 790, bestX: 2048 * KiB, best: 812, tolerance: 0.05 });
     expect(findKnee(sweep, { tolerance: 0.01 })?.x).toBe(512 * KiB); // 0.99 * 812 = 803.88 -> 805
-    const beside = kneeBesideL3(knee ?? { x: 0, median: 0, bestX: 0, best: 0, tolerance: 0 }, 8 * 1024 * KiB);
-    expect(beside.kneeOverL3).toBe(1 / 64);
     expect(findKnee([])).toBeNull();
   });
 
   it('looks for the minimum when lower is better', () => {
     const latency = [{ x: 1, median: 50 }, { x: 2, median: 20 }, { x: 4, median: 10.4 }, { x: 8, median: 10 }];
     expect(findKnee(latency, { higherIsBetter: false })?.x).toBe(4);
-    expect(metricDirection('latencyP99Us')).toBe('lower');
-    expect(metricDirection('eventsPerSec')).toBe('higher');
-    expect(metricDirection('inodeSize')).toBe('neutral');
+    // Directions are declared with each metric in the contract, not guessed from names.
+    expect(metricDoc('inotify', 'latencyP99Us')?.direction).toBe('lower');
+    expect(metricDoc('inotify', 'eventsPerSec')?.direction).toBe('higher');
+    expect(metricDoc('metadata', 'inodeSize')?.direction).toBe('neither');
+    expect(metricDoc('inotify', 'constructor')).toBeUndefined();
   });
 
-  it('finds one knee per machine and fixed parameters, next to the L3 size', () => {
+  it("finds one knee per machine and fixed parameters in a report, next to the machine's L3 size", () => {
     const matrix = {
       name: 'sweep',
       workload: 'inotify' as const,
@@ -180,12 +180,14 @@ describe('knee of a sweep', () => {
       ...syntheticRuns({ matrix, machine: { machine: 'laptop', l3Bytes: 8 * 1024 ** 2 }, seed: 3, noise: 0.005 }),
       ...syntheticRuns({ matrix, machine: { machine: 'server', l3Bytes: 32 * 1024 ** 2 }, seed: 4, noise: 0.005 }),
     ];
-    const knees = sweepKnees(aggregateRuns(runs, { metrics: ['eventsPerSec'] }), 'bufferBytes', 'eventsPerSec');
+    const { knees } = buildReport(runs, { title: 'sweep' });
     expect(knees).toHaveLength(4);
+    expect(new Set(knees.map((k) => `${k.machine} ${k.label}`))).toEqual(new Set(['laptop files=128', 'laptop files=1024', 'server files=128', 'server files=1024']));
     for (const k of knees) {
       // The model flattens at about l3/8 * ln(18) = 0.36 L3, so the knee is L3/4 or L3/2.
-      expect(k.knee?.l3Bytes).toBe(k.machine === 'laptop' ? 8 * 1024 ** 2 : 32 * 1024 ** 2);
-      expect([0.25, 0.5]).toContain(k.knee?.kneeOverL3);
+      expect(k).toMatchObject({ param: 'bufferBytes', metric: 'eventsPerSec' });
+      expect(k.l3Bytes).toBe(k.machine === 'laptop' ? 8 * 1024 ** 2 : 32 * 1024 ** 2);
+      expect([0.25, 0.5]).toContain(k.kneeOverL3);
       expect(k.points).toHaveLength(16);
     }
   });

@@ -3,6 +3,7 @@
  * reader drains the inotify queue with a `bufferBytes` read() buffer.
  */
 import { z } from 'zod';
+import type { MetricDocs } from '../metrics.js';
 import type { ParamSpecs, ParamValue } from '../params.js';
 
 /**
@@ -183,3 +184,47 @@ export type InotifyMetrics = z.infer<typeof InotifyMetrics>;
 
 /** The metrics a summary table shows first, in order. */
 export const INOTIFY_HEADLINE_METRICS = ['eventsPerSec', 'events', 'writes', 'overflows', 'coalescedFraction', 'readerCpuFraction', 'latencyP99Us'] as const;
+
+/**
+ * Throughput in events is the headline, but a reader that falls behind sees fewer events for
+ * the same writes (the kernel merges identical unread events) without losing any: hence writes
+ * beside events, and coalescing as the lower-is-better side of the same story.
+ */
+export const INOTIFY_METRIC_DOCS = {
+  writes: { unit: 'writes', direction: 'higher', doc: 'Writes the writer threads completed during `duration`.' },
+  writesPerSec: { unit: 'writes/s', direction: 'higher', doc: 'Writes per second of writing time.' },
+  events: { unit: 'events', direction: 'higher', doc: 'IN_MODIFY events delivered for the workload\'s files (merged events count once).' },
+  eventsPerSec: {
+    unit: 'events/s',
+    direction: 'higher',
+    doc: 'Events per second from writer start to the end of the drain (`concurrent`), or over the drain alone (`drain`).',
+  },
+  overflows: { unit: 'overflows', direction: 'lower', doc: 'IN_Q_OVERFLOW records read: the kernel dropped events. n/a where a backend cannot see it.' },
+  reads: { unit: 'reads', direction: 'neither', doc: 'read() calls of the raw reader; callback batches for the Node backends.' },
+  bytesRead: { unit: 'bytes', direction: 'neither', doc: 'Bytes the read() calls returned (raw reader only).' },
+  meanEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'Records per read(), on average: how full each read came back.' },
+  maxEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'The most records a single read() returned.' },
+  coalescedFraction: { unit: '1', direction: 'lower', doc: '1 - events/writes: the share of writes merged into an earlier unread event.' },
+  writesPerEvent: { unit: 'writes/event', direction: 'lower', doc: 'Writes per delivered event; 1 when the reader keeps up with every write.' },
+  elapsedMs: { unit: 'ms', direction: 'neither', doc: 'The whole run: writing plus draining.' },
+  writeMs: { unit: 'ms', direction: 'neither', doc: 'How long the writers wrote (the `duration` asked for, as measured).' },
+  drainMs: { unit: 'ms', direction: 'lower', doc: 'How long the reader took to empty the queue after the writers stopped.' },
+  drainTimedOut: { unit: '1', direction: 'lower', doc: '1 when the queue was still not empty at `drainTimeout`.' },
+  readerUserMs: { unit: 'ms', direction: 'neither', doc: 'The reader thread\'s user CPU time.' },
+  readerSysMs: { unit: 'ms', direction: 'neither', doc: 'The reader thread\'s system CPU time.' },
+  readerCpuFraction: {
+    unit: '1',
+    direction: 'neither',
+    doc: 'The reader\'s CPU time as a share of one CPU over the run: low means it was starved, not that it was efficient.',
+  },
+  readerVoluntaryCtxSwitches: { unit: 'switches', direction: 'neither', doc: 'Times the reader blocked (waiting for events).' },
+  readerInvoluntaryCtxSwitches: { unit: 'switches', direction: 'lower', doc: 'Times the reader was preempted, mostly by the writers.' },
+  writersUserMs: { unit: 'ms', direction: 'neither', doc: 'The writer threads\' user CPU time, summed.' },
+  writersSysMs: { unit: 'ms', direction: 'neither', doc: 'The writer threads\' system CPU time, summed.' },
+  latencySamples: { unit: 'samples', direction: 'neither', doc: 'Write-to-event latency samples taken (raw reader only).' },
+  latencyP50Us: { unit: 'us', direction: 'lower', doc: 'Median write-to-event latency.' },
+  latencyP90Us: { unit: 'us', direction: 'lower', doc: '90th percentile of write-to-event latency.' },
+  latencyP99Us: { unit: 'us', direction: 'lower', doc: '99th percentile of write-to-event latency.' },
+  latencyMaxUs: { unit: 'us', direction: 'lower', doc: 'Largest write-to-event latency sampled.' },
+  peakRssBytes: { unit: 'bytes', direction: 'lower', doc: 'Peak resident memory of the measuring process.' },
+} as const satisfies MetricDocs<InotifyMetrics>;

@@ -3,6 +3,7 @@
  * by directory and interleaved, stat and unlink them, on a filesystem each run builds itself.
  */
 import { z } from 'zod';
+import type { MetricDocs } from '../metrics.js';
 import { defaultValue, type ParamSpecs, type ParamValue } from '../params.js';
 
 export const METADATA_FILESYSTEMS = ['xfs', 'ext4', 'btrfs', 'none'] as const;
@@ -294,3 +295,56 @@ export const METADATA_HEADLINE_METRICS = [
   'inodeSize',
   'agCount',
 ] as const;
+
+const phase = (what: string) =>
+  ({
+    ms: { unit: 'ms', direction: 'lower', doc: `${what}: wall time.` },
+    filesPerSec: { unit: 'files/s', direction: 'higher', doc: `${what}: files per second.` },
+    mibPerSec: { unit: 'MiB/s', direction: 'higher', doc: `${what}: file data per second.` },
+  }) as const;
+const create = phase('create (with the fsync policy)');
+const readByDir = phase('readByDir (every file, directory by directory)');
+const readInterleaved = phase('readInterleaved (file 1 of every directory, then file 2, ...)');
+const stat = phase('stat (every file)');
+const unlink = phase('unlink (every file and directory)');
+const counted = (doc: string) => ({ unit: 'files', direction: 'neither', doc }) as const;
+const fact = (unit: string, doc: string) => ({ unit, direction: 'neither', doc }) as const;
+
+/** Phases are timed (lower is better) and rated (higher is better); counts and geometry are facts. */
+export const METADATA_METRIC_DOCS = {
+  createMs: create.ms,
+  createSyncMs: { unit: 'ms', direction: 'lower', doc: 'The syncfs() after the last file (`fsync: end`), also part of createMs.' },
+  createFilesPerSec: create.filesPerSec,
+  createMiBPerSec: create.mibPerSec,
+  readByDirMs: readByDir.ms,
+  readByDirFilesPerSec: readByDir.filesPerSec,
+  readByDirMiBPerSec: readByDir.mibPerSec,
+  readInterleavedMs: readInterleaved.ms,
+  readInterleavedFilesPerSec: readInterleaved.filesPerSec,
+  readInterleavedMiBPerSec: readInterleaved.mibPerSec,
+  statMs: stat.ms,
+  statFilesPerSec: stat.filesPerSec,
+  unlinkMs: unlink.ms,
+  unlinkFilesPerSec: unlink.filesPerSec,
+  dirsCreated: fact('dirs', 'Directories created.'),
+  filesCreated: counted('Files created.'),
+  bytesWritten: fact('bytes', 'File data written by create.'),
+  filesReadByDir: counted('Files read by readByDir.'),
+  filesReadInterleaved: counted('Files read by readInterleaved.'),
+  bytesRead: fact('bytes', 'File data read by both read phases.'),
+  filesStatted: counted('Files stat()ed.'),
+  filesRemoved: counted('Files removed.'),
+  dirsRemoved: fact('dirs', 'Directories removed.'),
+  dropCachesMs: fact('ms', 'Time spent syncing and dropping caches between phases (`cache: cold`); in no phase.'),
+  elapsedMs: { unit: 'ms', direction: 'lower', doc: 'From the start of create to the end of unlink, cache drops included.' },
+  inodeSize: fact('bytes', 'Inode size as made (null on btrfs).'),
+  blockSize: fact('bytes', 'Filesystem block size as made.'),
+  agCount: fact('AGs', 'XFS allocation groups as made.'),
+  agSizeBlocks: fact('blocks', 'Blocks per XFS allocation group.'),
+  inodeNumberBits: fact('bits', 'Bits of the largest inode number the geometry allows (XFS); above 32, `inode32` restricts the allocator.'),
+  maxInodeNumber: fact('1', 'The largest inode number among the created files.'),
+  inodesAbove32Bits: counted('Created files whose inode number needs more than 32 bits.'),
+  inodeAgsUsed: fact('AGs', 'XFS allocation groups holding at least one created inode.'),
+  dataAgsUsed: fact('AGs', 'XFS allocation groups holding at least one file\'s first data block.'),
+  filesDataAwayFromInode: counted('XFS: files whose first data block lies in another allocation group than their inode.'),
+} as const satisfies MetricDocs<MetadataMetrics>;

@@ -3,6 +3,7 @@
  * (tests, `npm run bench:dispatch`) without touching the kernel.
  */
 import { z } from 'zod';
+import type { MetricDocs } from '../metrics.js';
 import type { ParamSpecs } from '../params.js';
 
 export const noopParams = {
@@ -11,3 +12,9 @@ export const noopParams = {
 } as const satisfies ParamSpecs;
 
 export const NoopMetrics = z.object({ value: z.number(), elapsedMs: z.number().nonnegative() }).strict();
+export type NoopMetrics = z.infer<typeof NoopMetrics>;
+
+export const NOOP_METRIC_DOCS = {
+  value: { unit: '1', direction: 'neither', doc: 'The `value` parameter, reported back: a number tests can control.' },
+  elapsedMs: { unit: 'ms', direction: 'neither', doc: 'How long the run took (about `sleep`).' },
+} as const satisfies MetricDocs<NoopMetrics>;

@@ -39,11 +39,11 @@ export function describeProblems(source: string, problems: readonly LineProblem[
 }
 
 /**
- * Calls `onRun` for every valid line of `file` and returns how many there were. Throws
- * CONFIG_INVALID, after reading the whole file, naming each bad line (up to 10); also when the
- * file cannot be read or holds no runs.
+ * Every valid run of `file`, as the file is read. Throws CONFIG_INVALID after the last line
+ * naming each bad line (up to 10), so nothing built from a file with a bad line is used; also
+ * when the file cannot be read or holds no runs.
  */
-export async function scanRunsFile(file: string, onRun: (run: RunResult) => void): Promise<number> {
+export async function* runsOfFile(file: string): AsyncGenerator<RunResult> {
   try {
     await access(file);
   } catch (err) {
@@ -62,23 +62,26 @@ export async function scanRunsFile(file: string, onRun: (run: RunResult) => void
       const r = parseRunLine(text);
       if (r.ok) {
         runs++;
-        onRun(r.run);
+        yield r.run;
       } else {
         bad++;
         if (problems.length < MAX_REPORTED) problems.push({ line, message: r.message });
       }
     }
   } catch (err) {
+    if (err instanceof FsbenchError) throw err;
     throw new FsbenchError('CONFIG_INVALID', `cannot read results file ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    lines.close();
+    input.destroy();
   }
   if (bad > 0) throw new FsbenchError('CONFIG_INVALID', describeProblems(file, problems, bad), problems.map((p) => ({ path: `line ${p.line}`, message: p.message })));
   if (runs === 0) throw new FsbenchError('CONFIG_INVALID', `${file} holds no runs: expected one RunResult per line, as written by 'fsbench run --out'`);
-  return runs;
 }
 
 /** Every run of a file, in memory (for uploads, which send them anyway). */
 export async function readRunsFile(file: string): Promise<RunResult[]> {
   const runs: RunResult[] = [];
-  await scanRunsFile(file, (r) => runs.push(r));
+  for await (const r of runsOfFile(file)) runs.push(r);
   return runs;
 }

@@ -1,0 +1,68 @@
+/**
+ * How numbers read in every output: the terminal table, Markdown, the dashboard and the compare
+ * views all format through these functions, so one statistic reads the same wherever it is
+ * shown (CSV and JSON carry full precision instead). The dashboard imports the compiled file
+ * as it is, so this module imports nothing but contract/units.js, which imports nothing.
+ */
+import { formatSize } from '../contract/units.js';
+
+export { formatSize };
+
+/**
+ * Integers as they are; otherwise whole above 1000, two decimals above 1, three significant
+ * digits below: enough to read a median, never more digits than the noise allows.
+ */
+export function formatNumber(x: number | null | undefined): string {
+  if (x === null || x === undefined || !Number.isFinite(x)) return 'n/a';
+  if (Number.isInteger(x)) return String(x);
+  const abs = Math.abs(x);
+  return abs >= 1000 ? x.toFixed(0) : abs >= 1 ? x.toFixed(2) : x.toPrecision(3);
+}
+
+/** Axis ticks and other tight places: 385229 -> 385k, 1234567 -> 1.23M. */
+export function formatCompact(x: number | null | undefined): string {
+  if (x === null || x === undefined || !Number.isFinite(x)) return 'n/a';
+  const abs = Math.abs(x);
+  if (abs >= 1e9) return `${(x / 1e9).toPrecision(3)}G`;
+  if (abs >= 1e6) return `${(x / 1e6).toPrecision(3)}M`;
+  if (abs >= 1e4) return `${(x / 1e3).toPrecision(3)}k`;
+  return formatNumber(x);
+}
+
+/** 0.46 -> 46%; one decimal below 10%, two significant digits below 0.1% (a share that is not 0). */
+export function formatPercent(fraction: number | null | undefined): string {
+  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return '';
+  const abs = Math.abs(fraction);
+  if (abs > 0 && abs < 0.001) return `${(fraction * 100).toPrecision(2)}%`;
+  return `${(fraction * 100).toFixed(abs < 0.1 ? 1 : 0)}%`;
+}
+
+/** A coefficient of variation always with one decimal: CVs are compared against 10%. */
+export function formatCv(cv: number | null | undefined): string {
+  if (cv === null || cv === undefined || !Number.isFinite(cv)) return '';
+  return `${(cv * 100).toFixed(1)}%`;
+}
+
+/** A signed percentage change: +1.23%, -0.50%. */
+export function formatDelta(pct: number | null | undefined): string {
+  if (pct === null || pct === undefined || !Number.isFinite(pct)) return 'n/a';
+  return `${pct >= 0 ? '+' : ''}${pct.toFixed(2)}%`;
+}
+
+/** A ratio such as a confidence bound: three decimals. */
+export function formatRatio(r: number | null | undefined): string {
+  if (r === null || r === undefined || !Number.isFinite(r)) return '';
+  return r.toFixed(3);
+}
+
+/** p-values: three decimals, or scientific below 0.001 where three decimals would say 0. */
+export function formatPValue(p: number | null | undefined): string {
+  if (p === null || p === undefined || !Number.isFinite(p)) return '';
+  return p < 0.001 ? p.toExponential(1) : p.toFixed(3);
+}
+
+/** An interval of two formatted bounds, or nothing when either is missing. */
+export function formatInterval(low: number | null | undefined, high: number | null | undefined, format: (x: number) => string = formatNumber): string {
+  if (low === null || low === undefined || high === null || high === undefined) return '';
+  return `${format(low)}..${format(high)}`;
+}

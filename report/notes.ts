@@ -1,0 +1,84 @@
+/**
+ * Notes: what a bare number hides, said in a sentence next to it. Each rule reads the medians
+ * of one cell (and, for a watcher library, of the raw reader's cell beside it) and never
+ * recomputes a statistic.
+ */
+import type { NoiseOptions } from '../stats/noise.js';
+import { NOISE_DEFAULTS } from '../stats/noise.js';
+import { formatCv, formatPercent } from './format.js';
+import type { CellReport } from './model.js';
+
+/** A cell before its notes are written. */
+export type NotelessCell = Omit<CellReport, 'notes'>;
+
+/** Below this share of one CPU while writers run, the raw reader was starved rather than slow. */
+const STARVED_READER = 0.25;
+
+function medianOf(c: NotelessCell, metric: string): number | null {
+  return c.metrics[metric]?.median ?? null;
+}
+
+/**
+ * The same cell read by the raw inotify reader on the same machine: what a watcher library
+ * delivered is measured against it. Parameters only the raw reader uses are ignored.
+ */
+function rawTwin(c: NotelessCell, all: readonly NotelessCell[]): NotelessCell | undefined {
+  const ignore = new Set(['backend', 'bufferBytes', 'watch']);
+  return all.find(
+    (o) =>
+      o.workload === 'inotify' &&
+      o.machine === c.machine &&
+      o.matrix === c.matrix &&
+      o.params['backend'] === 'inotify' &&
+      o.ok > 0 &&
+      Object.entries(c.params).every(([k, v]) => ignore.has(k) || o.params[k] === v),
+  );
+}
+
+function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): string[] {
+  const notes: string[] = [];
+  const backend = String(c.params['backend']);
+  const overflows = medianOf(c, 'overflows');
+  if (overflows !== null && overflows > 0) {
+    notes.push(`${overflows} IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`);
+  }
+  const cpu = medianOf(c, 'readerCpuFraction');
+  if (cpu !== null && cpu < STARVED_READER && backend === 'inotify' && c.params['mode'] === 'concurrent') {
+    notes.push(
+      `the reader used only ${formatPercent(cpu)} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).`,
+    );
+  }
+  if (medianOf(c, 'drainTimedOut') === 1) notes.push('the drain hit drainTimeout; the queue was not empty.');
+  if (backend !== 'inotify') {
+    const twin = rawTwin(c, all);
+    const events = medianOf(c, 'events');
+    const rawEvents = twin ? medianOf(twin, 'events') : null;
+    const share =
+      twin && events !== null && rawEvents
+        ? ` It delivered ${formatPercent(events / rawEvents)} of the events the raw inotify reader got in ${twin.label}.`
+        : ' Run the same cell with backend: inotify to see what it missed.';
+    notes.push(`${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`);
+  }
+  return notes;
+}
+
+/**
+ * A spread too wide to conclude from, for the headline rates and durations (the cell's judged
+ * metrics, see contract/metrics.ts isMeasure).
+ * Too few runs alone is left to the cell's noise verdict: it would repeat on every cell of a
+ * short matrix and drown the notes that matter.
+ */
+function spreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): string[] {
+  const maxCv = noise?.maxCv ?? NOISE_DEFAULTS.maxCv;
+  const wide = headline.flatMap((m) => {
+    const s = c.metrics[m];
+    return s?.cv !== null && s?.cv !== undefined && s.n > 1 && s.cv > maxCv ? [`${m} ${formatCv(s.cv)}`] : [];
+  });
+  if (wide.length === 0) return [];
+  return [`spread too wide to conclude from (CV ${wide.join(', ')}, above ${formatPercent(maxCv)} over ${c.ok} runs): measure again on a quieter machine or with more repetitions.`];
+}
+
+export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headline: readonly string[], noise?: NoiseOptions): string[] {
+  if (c.ok === 0) return [];
+  return [...(c.workload === 'inotify' ? inotifyNotes(c, all) : []), ...spreadNotes(c, headline, noise)];
+}
