@@ -321,9 +321,12 @@ export async function readSide(
   runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
   options: CompareOptions & { readonly machine?: string | undefined },
 ): Promise<CompareSide> {
+  const metrics = sampledMetrics(options);
+  // A side summarises only the compared metrics: the rest of its report is never read.
   const report = await buildReportAsync(onMachine(runs, options.machine), {
     title: name,
-    samples: sampledMetrics(options),
+    metrics,
+    samples: metrics,
     ...(options.noise ? { noise: options.noise } : {}),
     ...(options.grouped ? { grouped: true } : {}),
   });

@@ -30,6 +30,7 @@ export interface RunView {
 }
 
 const Metrics = z.record(z.string(), z.number().nullable());
+const Histograms = z.record(z.string(), Histogram);
 const Details = z
   .object({
     limits: InotifyLimits.nullable().optional(),
@@ -60,7 +61,7 @@ export function runView(row: RunRow, withHistograms: boolean): RunView {
         metrics: Metrics.parse(JSON.parse(row.metrics ?? '{}')),
         limits: details.limits ?? null,
         info: details.info ?? {},
-        ...(withHistograms ? { histograms: details.histograms ?? {} } : {}),
+        ...(withHistograms ? { histograms: row.histograms === null ? (details.histograms ?? {}) : Histograms.parse(JSON.parse(row.histograms)) } : {}),
       };
     case 'failed':
       return { ...base, error: { code: row.error_code ?? 'INTERNAL', message: row.error_message ?? '' }, limits: details.limits ?? null };

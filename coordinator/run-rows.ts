@@ -45,11 +45,13 @@ export interface RunRow {
   error_code: string | null;
   error_message: string | null;
   reason: string | null;
-  /** JSON: limits, info and histograms, which are shown but never aggregated. */
+  /** JSON: limits and info, which are shown but never aggregated (and, in rows stored before 0.2, histograms). */
   details: string | null;
   fingerprint_hash: string | null;
   attempts: number;
   stored_at: number;
+  /** JSON: the latency histograms, apart from the details so that aggregation parses only them. */
+  histograms: string | null;
 }
 
 /** The values of an INSERT into `runs`, in the order of its columns. */
@@ -72,12 +74,13 @@ export type RowValues = [
   fingerprintHash: string | null,
   attempts: number,
   storedAt: number,
+  histograms: string | null,
 ];
 
 export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineFingerprint) => string): RowValues {
   if (run.kind === 'gave-up') {
     return [run.matrixId, run.cell.id, run.target, run.repetition, run.machine, null, 'failed', JSON.stringify(run.cell.params),
-      null, null, null, run.code, run.message, null, null, null, run.attempts, now];
+      null, null, null, run.code, run.message, null, null, null, run.attempts, now, null];
   }
   const r = run.result;
   const fp = run.fingerprintHash ?? fingerprintHash(r.fingerprint);
@@ -85,11 +88,11 @@ export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineF
     JSON.stringify(r.params), r.startedAt, r.finishedAt] as const;
   switch (r.state) {
     case 'ok':
-      return [...common, JSON.stringify(r.metrics), null, null, null,
-        JSON.stringify({ limits: r.limits, info: r.info, histograms: r.histograms }), fp, run.attempts, now];
+      return [...common, JSON.stringify(r.metrics), null, null, null, JSON.stringify({ limits: r.limits, info: r.info }), fp, run.attempts, now,
+        Object.keys(r.histograms).length > 0 ? JSON.stringify(r.histograms) : null];
     case 'failed':
-      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now];
+      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now, null];
     case 'skipped':
-      return [...common, null, null, null, r.reason, null, fp, run.attempts, now];
+      return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null];
   }
 }

@@ -4,12 +4,11 @@
  * `.jsonl` runs exactly once. Only the store's public methods are used; nothing here writes SQL.
  */
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
-import { MachineFingerprint } from '../contract/fingerprint.js';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, type Cell, type Matrix } from '../contract/matrix.js';
-import { Histogram, type RunResult } from '../contract/result.js';
+import type { Histogram, RunResult } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
-import type { Store, RunRow } from './store.js';
+import type { AggregatedRow, Store } from './store.js';
 import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
 
 export interface MatrixRuns {
@@ -18,8 +17,8 @@ export interface MatrixRuns {
   readonly workload: WorkloadName;
   /** Grouped by (cell, machine), as the store's index returns them. */
   readonly runs: Iterable<AggregatableRun>;
-  /** The latest fingerprint of each machine that ran part of the matrix. */
-  readonly fingerprints: ReadonlyMap<string, MachineFingerprint>;
+  /** A machine's fingerprint as its last run carried it; known once `runs` has been read. */
+  readonly fingerprintOf: (machine: string) => MachineFingerprint | null;
 }
 
 /** Where compare reads a matrix's runs from; undefined when there is no such matrix. */
@@ -40,26 +39,24 @@ export interface ResultSink {
 
 const parseJson = (text: string | null): unknown => (text === null ? null : JSON.parse(text));
 
-const StoredHistograms = z.object({ histograms: z.record(z.string(), Histogram) }).loose();
-
 /**
- * A run's latency histograms from its stored details, parsed only when it has any: most runs
- * (every workload but inotify's raw reader) have none, and the details also hold limits and
- * info that aggregation never reads.
+ * A run's latency histograms: their own column, or for rows stored before it existed, the
+ * details. Checked by RunResult when stored, like the metrics.
  */
-function histogramsOf(row: RunRow): Record<string, Histogram> | undefined {
+function histogramsOf(row: AggregatedRow): Record<string, Histogram> | undefined {
+  if (row.histograms !== null) return JSON.parse(row.histograms) as Record<string, Histogram>;
   if (row.details === null || !row.details.includes('"histograms":{"')) return undefined;
-  const parsed = StoredHistograms.safeParse(JSON.parse(row.details));
-  return parsed.success ? parsed.data.histograms : undefined;
+  return (JSON.parse(row.details) as { histograms?: Record<string, Histogram> }).histograms;
 }
 
 /** A stored row as an aggregatable run, without re-validating the metrics the store validated on the way in. */
-export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fingerprint: MachineFacts, params: AggregatableRun['params']): AggregatableRun {
+export function rowToRun(row: AggregatedRow, matrix: string, workload: WorkloadName, fingerprint: MachineFacts, params: AggregatableRun['params']): AggregatableRun {
   if (row.state === 'ok') {
     const histograms = histogramsOf(row);
     return {
       matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'ok',
-      // Checked by RunResult when stored; parsing a million rows again would double the cost of a report.
+      // Checked by RunResult when stored; parsing a million rows again with the schema would cost
+      // more than the aggregation itself.
       metrics: (parseJson(row.metrics) ?? {}) as Record<string, number | null>,
       ...(histograms ? { histograms } : {}),
     };
@@ -70,18 +67,30 @@ export function rowToRun(row: RunRow, matrix: string, workload: WorkloadName, fi
   return { matrix, cellId: row.cell_id, workload, params, fingerprint, state: 'skipped', reason: row.reason ?? '' };
 }
 
-/** The facts aggregation keeps of a stored fingerprint, by its hash, read once per hash. */
-function factsLookup(store: Store): (machine: string, hash: string | null) => MachineFacts {
-  const cache = new Map<string, MachineFacts>();
+interface StoredFingerprint {
+  readonly facts: MachineFacts;
+  /** The whole fingerprint; null where this version cannot read it (an older fsbench's). */
+  readonly fingerprint: MachineFingerprint | null;
+}
+
+/** Stored fingerprints by machine and hash, each read and parsed once. */
+function fingerprintLookup(store: Store): (machine: string, hash: string | null) => StoredFingerprint {
+  const cache = new Map<string, StoredFingerprint>();
   return (machine, hash) => {
     const key = `${machine}\u0000${hash ?? ''}`;
-    let facts = cache.get(key);
-    if (facts === undefined) {
-      const cpu = hash === null ? null : (store.fingerprintByHash(hash)?.cpu ?? null);
-      facts = { machine, cpu: { l1dBytes: cpu?.l1dBytes ?? null, l2Bytes: cpu?.l2Bytes ?? null, l3Bytes: cpu?.l3Bytes ?? null } };
-      cache.set(key, facts);
+    let found = cache.get(key);
+    if (found === undefined) {
+      let fingerprint: MachineFingerprint | null = null;
+      try {
+        fingerprint = hash === null ? null : store.fingerprintByHash(hash);
+      } catch {
+        // Stored by a version whose fingerprint this one does not read: the machine keeps its name.
+      }
+      const cpu = fingerprint?.cpu;
+      found = { facts: { machine, cpu: { l1dBytes: cpu?.l1dBytes ?? null, l2Bytes: cpu?.l2Bytes ?? null, l3Bytes: cpu?.l3Bytes ?? null } }, fingerprint };
+      cache.set(key, found);
     }
-    return facts;
+    return found;
   };
 }
 
@@ -90,28 +99,25 @@ export function storeRunSource(store: Store): RunSource {
     const m = store.getMatrix(id);
     if (!m) return undefined;
     const workload = m.spec.workload;
+    // Each machine's fingerprint as its last run carried it, known once the runs have been read.
+    const latest = new Map<string, MachineFingerprint | null>();
     function* runs(): Generator<AggregatableRun> {
       // Rows come cell by cell: parse a cell's parameters once, and share one facts object per
       // machine and fingerprint, rather than allocating both for every run.
-      const factsOf = factsLookup(store);
+      const lookup = fingerprintLookup(store);
       let lastParams = '';
       let params: AggregatableRun['params'] = {};
-      for (const row of store.iterateRuns(id)) {
+      for (const row of store.iterateRunsToAggregate(id)) {
         if (row.params !== lastParams) {
           lastParams = row.params;
           params = CellParams.parse(JSON.parse(row.params));
         }
-        yield rowToRun(row, id, workload, factsOf(row.machine, row.fingerprint_hash), params);
+        const stored = lookup(row.machine, row.fingerprint_hash);
+        if (stored.fingerprint) latest.set(row.machine, stored.fingerprint);
+        yield rowToRun(row, id, workload, stored.facts, params);
       }
     }
-    // A fingerprint this version cannot read (an older fsbench's) leaves its machine without one, not the report.
-    const fingerprints = new Map(
-      store.fingerprints(id).flatMap((f) => {
-        const parsed = MachineFingerprint.safeParse(JSON.parse(f.json));
-        return parsed.success ? [[f.machine, parsed.data] as const] : [];
-      }),
-    );
-    return { id, name: m.name, workload, runs: runs(), fingerprints };
+    return { id, name: m.name, workload, runs: runs(), fingerprintOf: (machine) => latest.get(machine) ?? null };
   };
 }
 

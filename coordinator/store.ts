@@ -14,6 +14,9 @@ import { toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';
 
+/** What aggregation reads of a stored run (iterateRunsToAggregate). */
+export type AggregatedRow = Pick<RunRow, 'cell_id' | 'machine' | 'state' | 'params' | 'metrics' | 'error_code' | 'error_message' | 'reason' | 'fingerprint_hash' | 'histograms' | 'details'>;
+
 export const MATRIX_STATES = ['queued', 'running', 'done', 'cancelled'] as const;
 export type MatrixState = (typeof MATRIX_STATES)[number];
 
@@ -84,7 +87,7 @@ CREATE TABLE IF NOT EXISTS runs (
   target TEXT NOT NULL, repetition INTEGER NOT NULL, machine TEXT NOT NULL, host_id TEXT,
   state TEXT NOT NULL CHECK (state IN ('ok', 'failed', 'skipped')), params TEXT NOT NULL,
   started_at TEXT, finished_at TEXT, metrics TEXT, error_code TEXT, error_message TEXT, reason TEXT,
-  details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL,
+  details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL, histograms TEXT,
   PRIMARY KEY (matrix_id, cell_id, target, repetition)
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
@@ -135,6 +138,9 @@ export class Store {
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA);
+    // Databases made before histograms had a column of their own keep them in `details`.
+    const columns = this.db.prepare<[], { name: string }>('SELECT name FROM pragma_table_info(\'runs\')').all();
+    if (!columns.some((c) => c.name === 'histograms')) this.db.exec('ALTER TABLE runs ADD COLUMN histograms TEXT');
   }
 
   /** Opens (creating) `fsbench.db` in `dataDir`, or an in-memory database for `:memory:`. */
@@ -266,8 +272,8 @@ export class Store {
     return {
       insert: this.db.prepare(
         `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
-           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       count: this.db.prepare(
         `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
@@ -333,6 +339,22 @@ export class Store {
       .iterate(matrixId);
   }
 
+  /**
+   * Runs of a matrix in the same order, with only what aggregation reads: a report of a million
+   * runs leaves their timestamps, limits and info on disk. `details` comes only for rows stored
+   * before histograms had their own column, which kept them there.
+   */
+  iterateRunsToAggregate(matrixId: string): IterableIterator<AggregatedRow> {
+    return this.db
+      .prepare<[string], AggregatedRow>(
+        `SELECT r.cell_id, r.machine, r.state, r.params, r.metrics, r.error_code, r.error_message, r.reason, r.fingerprint_hash,
+           r.histograms, CASE WHEN r.histograms IS NULL AND r.state = 'ok' THEN r.details END AS details
+         FROM runs r JOIN cells c ON c.matrix_id = r.matrix_id AND c.cell_id = r.cell_id
+         WHERE r.matrix_id = ? ORDER BY c.position, r.machine, r.repetition`,
+      )
+      .iterate(matrixId);
+  }
+
   /** Counts per machine and state, for progress. */
   progressByMachine(matrixId: string): { machine: string; target: string; state: RunRow['state']; n: number }[] {
     return this.db
@@ -352,14 +374,5 @@ export class Store {
   fingerprintByHash(hash: string): MachineFingerprint | null {
     const row = this.db.prepare<[string], { json: string }>('SELECT json FROM fingerprints WHERE hash = ?').get(hash);
     return row === undefined ? null : MachineFingerprint.parse(JSON.parse(row.json));
-  }
-
-  fingerprints(matrixId: string): { machine: string; json: string }[] {
-    return this.db
-      .prepare<[string], { machine: string; json: string }>(
-        `SELECT r.machine, f.json FROM (SELECT machine, MAX(fingerprint_hash) AS h FROM runs WHERE matrix_id = ? AND fingerprint_hash IS NOT NULL GROUP BY machine) r
-         JOIN fingerprints f ON f.hash = r.h ORDER BY r.machine`,
-      )
-      .all(matrixId);
   }
 }

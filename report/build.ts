@@ -20,16 +20,27 @@ export interface ReportOptions {
   readonly grouped?: boolean;
   /** Metrics whose sorted values each cell keeps (`CellReport.samples`), for a comparison. */
   readonly samples?: readonly string[];
-  /** Whole fingerprints by machine, where the runs carry only the facts aggregation keeps. */
-  readonly fingerprints?: ReadonlyMap<string, MachineFingerprint>;
+  /** Summarise only these metrics (a comparison of a few); every metric when omitted. */
+  readonly metrics?: readonly string[];
+  /**
+   * A machine's whole fingerprint, where the runs carry only the facts aggregation keeps (the
+   * coordinator's store); asked when the report is finished.
+   */
+  readonly fingerprintOf?: (machine: string) => MachineFingerprint | null;
 }
 
 function isFingerprint(f: AggregatableRun['fingerprint']): f is MachineFingerprint {
   return 'hostname' in f && 'kernel' in f;
 }
 
+/** Field by field rather than by spread: a report of 10,000 cells makes 280,000 of these. */
 function metricStats(a: CellAggregate['metrics'][string]): MetricStats {
-  return { ...a.summary, noisy: a.noise.noisy, noise: a.noise.reasons, outliers: a.noise.outliers.length };
+  const s = a.summary;
+  return {
+    n: s.n, median: s.median, mean: s.mean, stddev: s.stddev, cv: s.cv, min: s.min, max: s.max,
+    ciLow: s.ciLow, ciHigh: s.ciHigh, ciLevel: s.ciLevel,
+    noisy: a.noise.noisy, noise: a.noise.reasons, outliers: a.noise.outliers.length,
+  };
 }
 
 /** Noisy when any judged metric is; its reasons named by metric, repeated ones once. */
@@ -57,13 +68,43 @@ function judgedMetrics(workload: WorkloadName): string[] {
   });
 }
 
+function compactCell(a: CellAggregate): Omit<NotelessCell, 'label' | 'noise'> {
+  const metrics: Record<string, MetricStats> = {};
+  let samples: Record<string, readonly number[]> | undefined;
+  for (const [name, m] of Object.entries(a.metrics)) {
+    metrics[name] = metricStats(m);
+    if (m.samples) (samples ??= {})[name] = m.samples;
+  }
+  const histograms = Object.fromEntries(Object.entries(a.histograms).map(([name, h]) => [name, h.summary]));
+  return {
+    matrix: a.matrix,
+    cellId: a.cellId,
+    machine: a.machine,
+    workload: a.workload,
+    params: a.params,
+    runs: a.ok + a.failed + a.skipped,
+    ok: a.ok,
+    failed: a.failed,
+    skipped: a.skipped,
+    problem: a.problem,
+    metrics,
+    histograms,
+    ...(samples ? { samples } : {}),
+  };
+}
+
 export class ReportBuilder {
   private readonly aggregator: CellAggregator;
   private readonly machines = new Map<string, MachineReport>();
 
+  /** Cells as the aggregator finishes them, already in report form: its own summaries are dropped at once. */
+  private readonly cells: Omit<NotelessCell, 'label' | 'noise'>[] = [];
+
   constructor(private readonly options: ReportOptions) {
     this.aggregator = new CellAggregator({
       grouped: options.grouped ?? false,
+      onCell: (a) => this.cells.push(compactCell(a)),
+      ...(options.metrics ? { metrics: options.metrics } : {}),
       ...(options.noise ? { noise: options.noise } : {}),
       ...(options.samples ? { samples: options.samples } : {}),
     });
@@ -72,53 +113,35 @@ export class ReportBuilder {
   add(run: AggregatableRun): void {
     const f = run.fingerprint;
     if (!this.machines.has(f.machine)) {
-      const whole = this.options.fingerprints?.get(f.machine) ?? (isFingerprint(f) ? f : null);
       this.machines.set(f.machine, {
         machine: f.machine,
         caches: { l1dBytes: f.cpu.l1dBytes ?? null, l2Bytes: f.cpu.l2Bytes ?? null, l3Bytes: f.cpu.l3Bytes },
-        fingerprint: whole,
+        fingerprint: isFingerprint(f) ? f : null,
       });
     }
     this.aggregator.add(run);
   }
 
   finish(): Report {
-    const aggregates = this.aggregator.finish();
-    const machines = [...this.machines.values()].sort((a, b) => a.machine.localeCompare(b.machine));
-    const workloads = [...new Set(aggregates.map((a) => a.workload))];
+    this.aggregator.finish();
+    const fingerprintOf = this.options.fingerprintOf;
+    const machines = [...this.machines.values()]
+      .map((m) => (fingerprintOf ? { ...m, fingerprint: fingerprintOf(m.machine) ?? m.fingerprint } : m))
+      .sort((a, b) => a.machine.localeCompare(b.machine));
+    const workloads = [...new Set(this.cells.map((a) => a.workload))];
     // Labels name what varies among this report's cells of a workload; a lone cell, what differs from the defaults.
     const varying = new Map(
       workloads.map((w) => {
-        const cells: Cell[] = aggregates.filter((a) => a.workload === w).map((a) => ({ id: a.cellId, workload: w, params: { ...a.params } }));
+        const cells: Cell[] = this.cells.filter((a) => a.workload === w).map((a) => ({ id: a.cellId, workload: w, params: { ...a.params } }));
         return [w, varyingParams(cells)] as const;
       }),
     );
     const varyingOf = (w: WorkloadName) => varying.get(w) ?? [];
-    const noteless: NotelessCell[] = aggregates.map((a) => {
-      const metrics: Record<string, MetricStats> = {};
-      for (const [name, m] of Object.entries(a.metrics)) metrics[name] = metricStats(m);
-      const histograms = Object.fromEntries(Object.entries(a.histograms).map(([name, h]) => [name, h.summary]));
-      const samples = this.options.samples
-        ? Object.fromEntries(Object.entries(a.metrics).flatMap(([name, m]) => (m.samples ? [[name, m.samples] as const] : [])))
-        : undefined;
-      return {
-        matrix: a.matrix,
-        cellId: a.cellId,
-        machine: a.machine,
-        workload: a.workload,
-        params: a.params,
-        label: describeCell({ id: a.cellId, workload: a.workload, params: { ...a.params } }, varyingOf(a.workload)),
-        runs: a.ok + a.failed + a.skipped,
-        ok: a.ok,
-        failed: a.failed,
-        skipped: a.skipped,
-        problem: a.problem,
-        metrics,
-        histograms,
-        noise: verdict(metrics, judgedMetrics(a.workload)),
-        ...(samples ? { samples } : {}),
-      };
-    });
+    const noteless: NotelessCell[] = this.cells.map((c) => ({
+      ...c,
+      label: describeCell({ id: c.cellId, workload: c.workload, params: { ...c.params } }, varyingOf(c.workload)),
+      noise: verdict(c.metrics, judgedMetrics(c.workload)),
+    }));
     const severalMachines = machines.length > 1;
     const notes: string[] = [];
     const cells: CellReport[] = noteless.map((c) => {

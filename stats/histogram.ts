@@ -19,19 +19,30 @@ export function mergeHistograms(histograms: Iterable<Histogram>): Histogram {
 
 /** Incremental merge, for streams of runs. */
 export class HistogramAccumulator {
-  private readonly counts = new Map<string, [number, number, number]>();
+  /**
+   * Buckets by lower bound: one probe's buckets never share one, so a number key serves (no
+   * string built per bucket and run). A bucket with a known lower bound and another upper bound
+   * (another resolution) goes to `others`.
+   */
+  private readonly byLow = new Map<number, [number, number, number]>();
+  private readonly others = new Map<string, [number, number, number]>();
 
   add(h: Histogram): void {
     for (const [low, high, count] of h.buckets) {
-      const key = `${low}:${high}`;
-      const b = this.counts.get(key);
-      if (b) b[2] += count;
-      else this.counts.set(key, [low, high, count]);
+      const b = this.byLow.get(low);
+      if (b === undefined) this.byLow.set(low, [low, high, count]);
+      else if (b[1] === high) b[2] += count;
+      else {
+        const key = `${low}:${high}`;
+        const o = this.others.get(key);
+        if (o) o[2] += count;
+        else this.others.set(key, [low, high, count]);
+      }
     }
   }
 
   toHistogram(): Histogram {
-    const buckets = [...this.counts.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const buckets = [...this.byLow.values(), ...this.others.values()].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
     return { unit: 'ns', buckets: buckets.map(([l, h, c]) => [l, h, c] as [number, number, number]) };
   }
 }
