@@ -3,31 +3,17 @@
  * lapsing when its holder dies), failed workloads stored once and never retried, and job data
  * that does not parse refused without a retry.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent } from '../agent/agent.js';
+import { describe, expect, it } from 'vitest';
 import { HostLock } from '../agent/host-lock.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { queueName } from '../queue/jobs.js';
-import { startCoordinator } from '../coordinator/server.js';
-import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { uniquePrefix } from './fixtures/redis-server.js';
+import { useCluster } from './helpers/cluster.js';
 
-let redis: TestRedis;
-const cleanups: (() => Promise<void>)[] = [];
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cluster = useCluster('agent');
 
 function lock(client: Redis, prefix: string, owner: string, events: string[], ttlMs = 400): HostLock {
   return new HostLock(client, {
@@ -47,8 +33,8 @@ function lock(client: Redis, prefix: string, owner: string, events: string[], tt
 
 describe('the host lock', () => {
   it('lets one agent per host measure; the next waits, recovers the journal, then runs', async () => {
-    const client = new Redis(redis.url);
-    cleanups.push(() => client.quit().then(() => undefined));
+    const client = new Redis(cluster.redis().url);
+    cluster.cleanup(() => client.quit().then(() => undefined));
     const prefix = uniquePrefix('lock');
     const events: string[] = [];
     const a = lock(client, prefix, 'a', events);
@@ -67,8 +53,8 @@ describe('the host lock', () => {
   });
 
   it('lapses when its holder stops beating, and the old holder learns it lost it', async () => {
-    const client = new Redis(redis.url);
-    cleanups.push(() => client.quit().then(() => undefined));
+    const client = new Redis(cluster.redis().url);
+    cluster.cleanup(() => client.quit().then(() => undefined));
     const prefix = uniquePrefix('lapse');
     const events: string[] = [];
     const dead = lock(client, prefix, 'dead', events, 300);
@@ -85,23 +71,8 @@ describe('the host lock', () => {
 
 describe('runs on an agent', () => {
   it('stores a run that fails in the workload once, as failed with its code, without retrying it', async () => {
-    const prefix = uniquePrefix('failed');
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-coord-'));
-    const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-agent-'));
-    const c = await startCoordinator(
-      { redisUrl: redis.url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir, maxAttempts: 3, maxBody: 65536, maxRuns: 1000, maxDuration: 3_600_000, maxQueued: 1000, hostTimeout: 600_000 },
-      () => undefined,
-    );
-    const a = await startAgent(
-      { redisUrl: redis.url, queuePrefix: prefix, machine: 'm', labels: [], scratch, hostId: 'h-failed', heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000 },
-      () => undefined,
-    );
-    cleanups.push(async () => {
-      await a.stop();
-      await c.stop();
-      await rm(dataDir, { recursive: true, force: true });
-      await rm(scratch, { recursive: true, force: true });
-    });
+    const c = await cluster.coordinator({ maxBody: 65536, maxRuns: 1000, maxDuration: 3_600_000, maxQueued: 1000 });
+    await cluster.agent(c.prefix, 'h-failed', 'm');
     const client = new CoordinatorClient(c.url);
     const matrix = { name: 'fails', workload: 'metadata', repetitions: 2, warmup: 0, params: { fs: 'none', target: '/nonexistent-fsbench/x', dirs: 1, filesPerDir: 1 } };
     const { id } = (await client.json('POST', '/v1/matrices', matrix)) as { id: string };
@@ -123,17 +94,9 @@ describe('runs on an agent', () => {
 
   it('refuses job data that does not parse, without retrying it', async () => {
     const prefix = uniquePrefix('baddata');
-    const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-agent-'));
-    const a = await startAgent(
-      { redisUrl: redis.url, queuePrefix: prefix, machine: 'm', labels: [], scratch, hostId: 'h-bad', heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000 },
-      () => undefined,
-    );
-    const q = new Queue(queueName('any'), { connection: { url: redis.url }, prefix });
-    cleanups.push(async () => {
-      await a.stop();
-      await q.close();
-      await rm(scratch, { recursive: true, force: true });
-    });
+    await cluster.agent(prefix, 'h-bad', 'm');
+    const q = new Queue(queueName('any'), { connection: { url: cluster.redis().url }, prefix });
+    cluster.cleanup(() => q.close());
     const job = await q.add('run', { matrixId: 'x', cell: { id: 'not-a-cell' } }, { attempts: 3 });
     let failed = false;
     for (let i = 0; i < 100 && !failed; i++) {

@@ -22,7 +22,7 @@ import { errorHandler } from '../coordinator/errors.js';
 import { ResultsQuery, writeResults } from '../coordinator/results-format.js';
 import { summaryOf } from '../coordinator/views.js';
 import { Store } from '../coordinator/store.js';
-import { spawnCli, tempDir } from './helpers/local.js';
+import { runCli, tempDir } from './helpers/local.js';
 
 const sweep = {
   name: 'sweep',
@@ -38,16 +38,6 @@ function baselineRuns(machine = 'laptop'): RunResult[] {
 /** The same matrix on a machine where small buffers are 20% faster and everything else equal. */
 function candidateRuns(machine = 'server'): RunResult[] {
   return syntheticRuns({ matrix: sweep, machine: { machine }, seed: 2, noise: 0.01, effect: (c) => (isSmallBuffer(c) ? 1.2 : 1) });
-}
-
-async function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawnCli(args);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
 }
 
 function rowsOf(report: CompareReport, metric: string) {

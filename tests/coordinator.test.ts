@@ -3,80 +3,26 @@
  * auth and limits, placement fan-out, cancellation, results and progress events. Agents here run
  * in the test process (startAgent); the fault tests run them as real processes.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
 import type { Request, Response } from 'express';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent, type RunningAgent } from '../agent/agent.js';
+import { describe, expect, it } from 'vitest';
 import { requireWrite } from '../coordinator/auth.js';
 import { CoordinatorClient, readEvents } from '../coordinator/client.js';
 import { queueName } from '../queue/jobs.js';
-import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../coordinator/server.js';
 import { Store } from '../coordinator/store.js';
 import { FsbenchError } from '../contract/errors.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { uniquePrefix } from './fixtures/redis-server.js';
+import { useCluster } from './helpers/cluster.js';
 
 const TOKEN = 'a-test-token-0123456789';
-let redis: TestRedis;
-const cleanups: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-const quiet = () => undefined;
-
-async function coordinator(over: Partial<CoordinatorSettings> = {}): Promise<RunningCoordinator & { prefix: string; dataDir: string }> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-coord-'));
-  const prefix = over.queuePrefix ?? uniquePrefix('coord');
-  const c = await startCoordinator(
-    {
-      redisUrl: redis.url,
-      queuePrefix: prefix,
-      port: 0,
-      host: '127.0.0.1',
-      token: undefined,
-      readAuth: 'open',
-      dataDir,
-      maxAttempts: 3,
-      maxBody: 64 * 1024,
-      maxRuns: 100_000,
-      maxDuration: 86_400_000,
-      maxQueued: 200_000,
-      hostTimeout: 600_000,
-      ...over,
-    },
-    quiet,
-  );
-  cleanups.push(async () => {
-    await c.stop();
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  return { ...c, prefix, dataDir };
-}
-
-async function agent(prefix: string, hostId: string, machine: string, labels: string[] = []): Promise<RunningAgent> {
-  const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-agent-'));
-  const a = await startAgent(
-    { redisUrl: redis.url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000 },
-    quiet,
-  );
-  cleanups.push(async () => {
-    await a.stop();
-    await rm(scratch, { recursive: true, force: true });
-  });
-  return a;
-}
+const cluster = useCluster('coord');
+const coordinator = (over: Parameters<typeof cluster.coordinator>[0] = {}) => cluster.coordinator(over);
+const agent = (prefix: string, hostId: string, machine: string, labels: string[] = []) => cluster.agent(prefix, hostId, machine, labels);
 
 async function post(url: string, body: string, type = 'application/json', token?: string): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
   const headers: Record<string, string> = { 'content-type': type };
@@ -89,7 +35,7 @@ const noop = (extra: Record<string, unknown> = {}) =>
   JSON.stringify({ name: 'noop-test', workload: 'noop', repetitions: 2, warmup: 0, params: { value: [1, 2, 3] }, ...extra });
 
 async function waiting(prefix: string, target: string): Promise<number> {
-  const q = new Queue(queueName(target), { connection: { url: redis.url }, prefix });
+  const q = new Queue(queueName(target), { connection: { url: cluster.redis().url }, prefix });
   try {
     return await q.getJobCountByTypes('wait', 'delayed', 'prioritized');
   } finally {
@@ -313,7 +259,7 @@ describe('the rest of the API', () => {
     expect((await fetch(`${c.url}/v2/whatever`)).status).toBe(404);
     expect(await (await fetch(`${c.url}/healthz`)).json()).toEqual({ ok: true });
     expect(await (await fetch(`${c.url}/readyz`)).json()).toEqual({ ready: true, checks: { sqlite: 'ok', redis: 'ok' } });
-    const direct = new Redis(redis.url);
+    const direct = new Redis(cluster.redis().url);
     expect(await direct.hlen(`${c.prefix}:agents`)).toBe(0);
     direct.disconnect();
   });

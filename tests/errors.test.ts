@@ -9,69 +9,22 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Worker } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ZodError, z } from 'zod';
 import { ERROR_CODE_LIST, ERRORS, EXIT_CODES, errorCodesMarkdown, exitCodesMarkdown, FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
 import { FailedRun } from '../contract/result.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { describeError } from '../coordinator/errors.js';
-import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../coordinator/server.js';
+import type { CoordinatorSettings } from '../coordinator/server.js';
 import { queueName } from '../queue/jobs.js';
-import { freePort, startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
-import { spawnCli, tempDir } from './helpers/local.js';
+import { freePort } from './fixtures/redis-server.js';
+import { runCli, spawnCli, tempDir } from './helpers/local.js';
+import { useCluster } from './helpers/cluster.js';
 
 const TOKEN = 'a-test-token-0123456789';
-let redis: TestRedis;
-const cleanups: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function coordinator(over: Partial<CoordinatorSettings> = {}): Promise<RunningCoordinator & { prefix: string }> {
-  const data = tempDir('fsbench-errors-');
-  const prefix = uniquePrefix('errors');
-  const c = await startCoordinator(
-    {
-      redisUrl: redis.url,
-      queuePrefix: prefix,
-      port: 0,
-      host: '127.0.0.1',
-      token: TOKEN,
-      readAuth: 'open',
-      dataDir: data.dir,
-      maxAttempts: 3,
-      maxBody: 64 * 1024,
-      maxRuns: 100_000,
-      maxDuration: 86_400_000,
-      maxQueued: 200_000,
-      hostTimeout: 600_000,
-      ...over,
-    },
-    () => undefined,
-  );
-  cleanups.push(async () => {
-    await c.stop();
-    data.remove();
-  });
-  return { ...c, prefix };
-}
-
-async function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawnCli(args);
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
-}
+const cluster = useCluster('errors');
+/** Coordinators here guard writes with a token, so that a wrong one can be sent. */
+const coordinator = (over: Partial<CoordinatorSettings> = {}) => cluster.coordinator({ token: TOKEN, ...over });
 
 /** The CLI's error line ends with the code, printed once, and the process with the catalog's exit code. */
 function expectCliError(r: { code: number | null; stderr: string }, code: ErrorCode): void {
@@ -157,7 +110,7 @@ describe('the CLI', () => {
   it("prints the coordinator's code unchanged and exits with the catalog's exit code", async () => {
     const c = await coordinator();
     const tmp = tempDir('fsbench-errors-cli-');
-    cleanups.push(() => {
+    cluster.cleanup(() => {
       tmp.remove();
       return Promise.resolve();
     });
@@ -195,9 +148,9 @@ describe('the CLI', () => {
     });
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
-    cleanups.push(
+    cluster.cleanup(
       () =>
-        new Promise((resolve) => {
+        new Promise<void>((resolve) => {
           server.close(() => {
             resolve();
           });
@@ -213,7 +166,7 @@ describe('the CLI', () => {
     // No agent: the matrix waits in the queue until it is cancelled.
     const c = await coordinator();
     const tmp = tempDir('fsbench-errors-wait-');
-    cleanups.push(() => {
+    cluster.cleanup(() => {
       tmp.remove();
       return Promise.resolve();
     });
@@ -244,9 +197,9 @@ describe('a run the coordinator gives up', () => {
     const worker = new Worker(
       queueName('any'),
       () => Promise.reject(new Error('abandoned: the agent is stopping and did not get the host lock')),
-      { connection: { url: redis.url }, prefix: c.prefix },
+      { connection: { url: cluster.redis().url }, prefix: c.prefix },
     );
-    cleanups.push(() => worker.close());
+    cluster.cleanup(() => worker.close());
     const client = new CoordinatorClient(c.url, TOKEN);
     const { id } = (await client.json('POST', '/v1/matrices', JSON.parse(noop()))) as { id: string };
     let detail: { state: string; failures: { code: string }[] } = { state: '', failures: [] };

@@ -19,7 +19,7 @@ import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-serve
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');
-const JOURNAL_JS = path.join(ROOT, 'dist', 'runner', 'journal.js');
+const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
 /** A harmless host-wide sysctl that no other test touches, standing in for the inotify limits. */
 const SYSCTL = '/proc/sys/fs/lease-break-time';
 
@@ -34,7 +34,7 @@ function newestSource(dir: string): number {
 }
 
 beforeAll(async () => {
-  const dirs = ['agent', 'coordinator', 'cli', 'contract', 'runner', 'settings', 'workloads', 'stats'].map((d) => path.join(ROOT, d));
+  const dirs = ['agent', 'coordinator', 'cli', 'contract', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads', 'stats', 'report', 'compare'].map((d) => path.join(ROOT, d));
   const newest = Math.max(...dirs.filter(existsSync).map(newestSource));
   if (!existsSync(CLI) || statSync(CLI).mtimeMs < newest) {
     // Type errors elsewhere must not stop the emit this test needs; the exit code is not the point.

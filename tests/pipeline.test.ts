@@ -10,15 +10,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startAgent } from '../agent/agent.js';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { startCoordinator, type RunningCoordinator } from '../coordinator/server.js';
+import type { RunningCoordinator } from '../coordinator/server.js';
 import { formatNumber, formatSize } from '../report/format.js';
 import type { Report } from '../report/model.js';
 import { ReportSchema } from '../report/schema.js';
-import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';
-import { exited, spawnCli } from './helpers/local.js';
+import { useCluster } from './helpers/cluster.js';
+import { runCli } from './helpers/local.js';
 
 /**
  * Four buffer sizes (a sweep with a knee) read while the writers write, and one cell read only
@@ -88,46 +87,22 @@ function markdownRow(report: Report, c: Report['cells'][number], metric: string)
 }
 
 async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const r = await exited(spawnCli(args, env));
+  const r = await runCli(args, env);
   if (r.code !== 0) throw new Error(`fsbench ${args.join(' ')} exited ${String(r.code)}: ${r.stderr}`);
   return r.stdout;
 }
 
-let redis: TestRedis;
-let coordinator: RunningCoordinator;
+const cluster = useCluster('pipeline');
+let coordinator: RunningCoordinator & { prefix: string };
 let client: CoordinatorClient;
 let browser: Browser;
-const stops: (() => Promise<void>)[] = [];
 let id = '';
 let rest: z.infer<typeof Results>;
 const HEADLINE = ['eventsPerSec', 'events', 'writes', 'overflows', 'coalescedFraction', 'readerCpuFraction', 'latencyP99Us'];
 
 beforeAll(async () => {
-  redis = await startRedis();
-  const prefix = uniquePrefix('pipeline');
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-pipeline-'));
-  coordinator = await startCoordinator(
-    {
-      redisUrl: redis.url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir,
-      maxAttempts: 3, maxBody: 1024 ** 2, maxRuns: 100_000, maxDuration: 86_400_000, maxQueued: 200_000, hostTimeout: 600_000,
-    },
-    () => undefined,
-  );
-  stops.push(async () => {
-    await coordinator.stop();
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  for (const machine of MACHINES) {
-    const scratch = await mkdtemp(path.join(os.tmpdir(), `fsbench-pipeline-${machine}-`));
-    const agent = await startAgent(
-      { redisUrl: redis.url, queuePrefix: prefix, machine, labels: [], scratch, hostId: `pipeline-${machine}`, heartbeat: 200, stallTimeout: 5000, maxAttempts: 3, stopGrace: 2000 },
-      () => undefined,
-    );
-    stops.push(async () => {
-      await agent.stop();
-      await rm(scratch, { recursive: true, force: true });
-    });
-  }
+  coordinator = await cluster.coordinator({ maxBody: 1024 ** 2 });
+  for (const machine of MACHINES) await cluster.agent(coordinator.prefix, `pipeline-${machine}`, machine, [], { heartbeat: 200, stallTimeout: 5000, stopGrace: 2000 });
   client = new CoordinatorClient(coordinator.url);
   // Both agents must be live when the matrix is placed on `all` of them.
   for (const end = Date.now() + 10_000; ; ) {
@@ -149,8 +124,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser.close();
-  for (const stop of stops.reverse()) await stop();
-  await redis.stop();
 });
 
 describe('one matrix on two machines, read every way', () => {

@@ -72,3 +72,8 @@ export function exited(child: ChildProcess): Promise<{ code: number | null; sign
     resolve({ code, signal, stdout, stderr });
   }));
 }
+
+/** Runs the compiled CLI to the end: its exit code and what it printed. */
+export async function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return exited(spawnCli(args, env));
+}

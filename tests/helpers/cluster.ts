@@ -1,0 +1,85 @@
+/**
+ * A real redis-server for one test file, and coordinators and agents in the test process
+ * against it, each stopped (and its directories removed) after the test that started it, or
+ * after the file when started in beforeAll. Call `useCluster()` at the top level of a test
+ * file: it registers the hooks.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { startAgent, type AgentSettings, type RunningAgent } from '../../agent/agent.js';
+import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../../coordinator/server.js';
+import { startRedis, uniquePrefix, type TestRedis } from '../fixtures/redis-server.js';
+
+export interface Cluster {
+  /** The file's redis-server (started in beforeAll). */
+  readonly redis: () => TestRedis;
+  /** A coordinator on a free port with its own queue prefix and data directory (`over.dataDir`'s is removed after, too). */
+  coordinator(over?: Partial<CoordinatorSettings>): Promise<RunningCoordinator & { prefix: string; dataDir: string }>;
+  /** An agent on `hostId` with its own scratch directory. */
+  agent(prefix: string, hostId: string, machine: string, labels?: string[], over?: Partial<AgentSettings>): Promise<RunningAgent>;
+  /** Runs after the current test (after the file, from beforeAll), in reverse order of registration. */
+  cleanup(fn: () => Promise<void>): void;
+}
+
+const quiet = () => undefined;
+
+export function useCluster(name = 'test'): Cluster {
+  let redis: TestRedis | undefined;
+  const perTest: (() => Promise<void>)[] = [];
+  const perFile: (() => Promise<void>)[] = [];
+  let inTest = false;
+  const cleanups = { push: (fn: () => Promise<void>) => (inTest ? perTest : perFile).push(fn) };
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  beforeEach(() => {
+    inTest = true;
+  });
+  afterEach(async () => {
+    inTest = false;
+    for (const c of perTest.splice(0).reverse()) await c();
+  });
+  afterAll(async () => {
+    for (const c of perFile.splice(0).reverse()) await c();
+    await redis?.stop();
+  });
+  const server = (): TestRedis => {
+    if (!redis) throw new Error('the cluster is used before its beforeAll ran');
+    return redis;
+  };
+  return {
+    redis: server,
+    cleanup: (fn) => cleanups.push(fn),
+    async coordinator(over = {}) {
+      const dataDir = over.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-coord-`)));
+      const prefix = over.queuePrefix ?? uniquePrefix(name);
+      const c = await startCoordinator(
+        {
+          redisUrl: server().url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir,
+          maxAttempts: 3, maxBody: 64 * 1024, maxRuns: 100_000, maxDuration: 86_400_000, maxQueued: 200_000, hostTimeout: 600_000,
+          ...over,
+        },
+        quiet,
+      );
+      cleanups.push(async () => {
+        await c.stop();
+        await rm(dataDir, { recursive: true, force: true });
+      });
+      return { ...c, prefix, dataDir };
+    },
+    async agent(prefix, hostId, machine, labels = [], over = {}) {
+      const scratch = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-agent-`));
+      const a = await startAgent(
+        { redisUrl: server().url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000, ...over },
+        quiet,
+      );
+      cleanups.push(async () => {
+        await a.stop();
+        await rm(scratch, { recursive: true, force: true });
+      });
+      return a;
+    },
+  };
+}
