@@ -15,7 +15,7 @@
 import { describeCell, varyingParams, type CellParams } from '../contract/matrix.js';
 import type { Direction } from '../contract/metrics.js';
 import { metricDoc, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
-import { buildReportAsync } from '../report/build.js';
+import { ReportBuilder } from '../report/build.js';
 import type { CellReport, MetricStats, Report } from '../report/model.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
 import { mannWhitneyU, smallestPossiblePValue } from '../stats/mann-whitney.js';
@@ -197,6 +197,17 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
     ? [...new Set(options.metrics)]
     : [...new Set(pairs.flatMap(([x]) => WORKLOADS[x.workload].headline))];
 
+  // Every metric of a cell shares its label and matched parameters: made once per cell.
+  const perCell = new Map<CellReport, { label: string; params: Readonly<CellParams> }>();
+  const cellInfo = (c: CellReport) => {
+    let info = perCell.get(c);
+    if (!info) {
+      info = { label: labelOf(c), params: Object.fromEntries(Object.entries(c.params).filter(([k]) => !skip.get(c.workload)?.has(k))) };
+      perCell.set(c, info);
+    }
+    return info;
+  };
+
   const rows: CompareRow[] = [];
   let untestable = false;
   for (const metric of metricNames) {
@@ -232,8 +243,8 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         metric,
         direction,
         workload: x.workload,
-        params: Object.fromEntries(Object.entries(x.params).filter(([k]) => !skip.get(x.workload)?.has(k))),
-        label: labelOf(x),
+        params: cellInfo(x).params,
+        label: cellInfo(x).label,
         baselineMachine: x.machine,
         candidateMachine: y.machine,
         baseline: base,
@@ -311,10 +322,6 @@ function sampledMetrics(options: CompareOptions): readonly string[] {
   return options.metrics ?? [...new Set(Object.values(WORKLOADS).flatMap((w) => w.headline))];
 }
 
-async function* onMachine(runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>, machine: string | undefined): AsyncGenerator<AggregatableRun> {
-  for await (const r of runs) if (machine === undefined || r.fingerprint.machine === machine) yield r;
-}
-
 /** One side read from a stream of runs (a file, a stored matrix), through the report builder. */
 export async function readSide(
   name: string,
@@ -323,14 +330,21 @@ export async function readSide(
 ): Promise<CompareSide> {
   const metrics = sampledMetrics(options);
   // A side summarises only the compared metrics: the rest of its report is never read.
-  const report = await buildReportAsync(onMachine(runs, options.machine), {
+  const builder = new ReportBuilder({
     title: name,
     metrics,
     samples: metrics,
     ...(options.noise ? { noise: options.noise } : {}),
     ...(options.grouped ? { grouped: true } : {}),
   });
-  return { name, report };
+  const { machine } = options;
+  const add = (r: AggregatableRun) => {
+    if (machine === undefined || r.fingerprint.machine === machine) builder.add(r);
+  };
+  // A stored matrix is read synchronously: awaiting each of its runs would cost a microtask apiece.
+  if (Symbol.iterator in runs) for (const r of runs) add(r);
+  else for await (const r of runs) add(r);
+  return { name, report: builder.finish() };
 }
 
 export async function compareRunSets(

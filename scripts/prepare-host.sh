@@ -58,9 +58,15 @@ missing_packages() { # prints the Debian packages whose commands are missing, on
 is_root() { [ "$(id -u)" -eq 0 ]; }
 has_apt() { have apt-get && have dpkg-query; }
 
+# `npm ci` skips the native probes where there is no compiler yet (a fresh machine).
+probes_built() {
+  local c
+  for c in native/*.c; do [ -x "native/build/$(basename "$c" .c)" ] || return 1; done
+}
+
 # --- checks only: the path taken before every `npm test` on a prepared machine ---------------
 packages=$(missing_packages)
-if is_root && [ -z "$packages" ] && engine_up && images_present; then exit 0; fi
+if is_root && [ -z "$packages" ] && engine_up && images_present && probes_built; then exit 0; fi
 
 # --- set-up ----------------------------------------------------------------------------------
 if ! is_root; then
@@ -84,6 +90,12 @@ if [ -n "$packages" ]; then
     problem "the programs of the Debian packages $packages: this is not a Debian/apt system; install their equivalents with this system's package manager"
   fi
 fi
+
+if ! probes_built && have gcc; then
+  log "building the native probes"
+  node native/build.mjs >/dev/null 2>&1 || true
+fi
+probes_built || problem "the native probes (native/build/): they need a C compiler: apt-get install gcc libc6-dev, then npm run build"
 
 start_engine() {
   local log_file=/var/log/dockerd.log pid=''
