@@ -8,17 +8,10 @@ import type { CellParams } from '../contract/matrix.js';
 import type { MetricInfo } from '../contract/metrics.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
 import type { HistogramSummary } from '../stats/histogram.js';
-import type { Summary } from '../stats/summary.js';
+import type { MetricAggregate } from '../stats/aggregate.js';
 
 /** One metric of one cell: the summary over its ok runs, and whether it can support a conclusion. */
-export interface MetricStats extends Summary {
-  /** Too few runs or a CV above the limit (stats/noise.ts): a difference of this size cannot be told from noise. */
-  readonly noisy: boolean;
-  /** Why it is noisy, and any outliers, in words. */
-  readonly noise: readonly string[];
-  /** Values with a modified z-score above 3.5. */
-  readonly outliers: number;
-}
+export type MetricStats = Omit<MetricAggregate, 'samples'>;
 
 /** The cell's verdict over its headline metrics that have a better direction. */
 export interface NoiseVerdict {

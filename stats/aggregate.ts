@@ -13,7 +13,7 @@ import type { CellParams } from '../contract/matrix.js';
 import type { Histogram } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
 import { HistogramAccumulator, summarizeHistogram, type HistogramSummary } from './histogram.js';
-import { checkNoise, type NoiseCheck, type NoiseOptions } from './noise.js';
+import { checkNoise, type NoiseOptions } from './noise.js';
 import { sortedCopy, summarizeSorted, type Summary } from './summary.js';
 
 /** What aggregation reads of a run; every `RunResult` is one. */
@@ -36,9 +36,17 @@ export interface MachineFacts {
   readonly cpu: { readonly l1dBytes?: number | null; readonly l2Bytes?: number | null; readonly l3Bytes: number | null };
 }
 
-export interface MetricAggregate {
-  readonly summary: Summary;
-  readonly noise: NoiseCheck;
+/**
+ * One metric of one cell: its summary and whether it can support a conclusion, flat (a report
+ * of 10,000 cells holds 280,000 of these, and uses them as they are).
+ */
+export interface MetricAggregate extends Summary {
+  /** Too few runs or a CV above the limit (noise.ts). */
+  readonly noisy: boolean;
+  /** Why it is noisy, and any outliers, in words. */
+  readonly noise: readonly string[];
+  /** Values with a modified z-score above 3.5. */
+  readonly outliers: number;
   /** The values, sorted, for the metrics named in `AggregateOptions.samples` (tests between two sets need them). */
   readonly samples?: readonly number[];
 }
@@ -126,9 +134,14 @@ class CellAccumulator {
     const metrics: Record<string, MetricAggregate> = {};
     for (const [name, values] of this.values) {
       const sorted = sortedCopy(values);
-      const summary = summarizeSorted(sorted);
-      const check = checkNoise(values, noise, { cv: summary.cv, median: summary.median, sorted });
-      metrics[name] = samples?.includes(name) ? { summary, noise: check, samples: sorted } : { summary, noise: check };
+      const m = summarizeSorted(sorted);
+      const check = checkNoise(values, noise, { cv: m.cv, median: m.median, sorted });
+      const flat = {
+        n: m.n, median: m.median, mean: m.mean, stddev: m.stddev, cv: m.cv, min: m.min, max: m.max,
+        ciLow: m.ciLow, ciHigh: m.ciHigh, ciLevel: m.ciLevel,
+        noisy: check.noisy, noise: check.reasons, outliers: check.outliers.length,
+      };
+      metrics[name] = samples?.includes(name) ? { ...flat, samples: sorted } : flat;
     }
     const histograms: Record<string, { merged: Histogram; summary: HistogramSummary }> = {};
     for (const [name, acc] of this.histograms) {

@@ -204,9 +204,9 @@ describe('streaming aggregation', () => {
     if (!c) throw new Error('no cell');
     expect(c.ok).toBe(6);
     const eps = c.metrics['eventsPerSec'];
-    expect(eps?.summary.n).toBe(6);
-    expect(eps?.summary.ciLevel).toBeCloseTo(0.96875, 10); // 1 - 2 * pbinom(0, 6, 0.5)
-    expect(eps?.noise.noisy).toBe(false);
+    expect(eps?.n).toBe(6);
+    expect(eps?.ciLevel).toBeCloseTo(0.96875, 10); // 1 - 2 * pbinom(0, 6, 0.5)
+    expect(eps?.noisy).toBe(false);
     // 6 runs with 50..55 + 40 + 10 samples: the buckets add up.
     expect(c.histograms['writeToEventLatency']?.summary.count).toBe(50 * 6 + 15 + 40 * 6 + 10 * 6);
   });
