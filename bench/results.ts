@@ -96,14 +96,17 @@ async function child(kind: string, dir: string, ids: string[]): Promise<Measurem
     cells = bytes > 0 ? 0 : -1;
   } else if (kind === 'aggregate') {
     // The whole report a results request builds: statistics, noise verdicts, notes and knees.
-    const id = ids[0] ?? '';
-    const builder = new ReportBuilder({ title: id, grouped: true });
-    for (const run of sampled(source(id)?.runs ?? [], state)) builder.add(run);
+    // As matrixReport (coordinator/results-format.ts) builds it for GET /v1/matrices/:id/results.
+    const src = source(ids[0] ?? '');
+    if (!src) throw new Error(`no matrix ${ids[0] ?? ''}`);
+    const builder = new ReportBuilder({ title: src.id, grouped: true, cellOrder: src.cellOrder, fingerprintOf: src.fingerprintOf });
+    for (const run of sampled(src.runs, state)) builder.add(run);
     cells = builder.finish().cells.length;
   } else if (kind === 'compare') {
     const [a, b] = ids.map((id) => source(id));
-    const sa = await readSide('a', sampled(a?.runs ?? [], state), { grouped: true });
-    const sb = await readSide('b', sampled(b?.runs ?? [], state), { grouped: true });
+    // As GET /v1/compare (coordinator/compare-routes.ts) reads two stored matrices.
+    const sa = await readSide('a', sampled(a?.runs ?? [], state), { grouped: true, ...(a ? { cellOrder: a.cellOrder } : {}) });
+    const sb = await readSide('b', sampled(b?.runs ?? [], state), { grouped: true, ...(a ? { cellOrder: a.cellOrder } : {}) });
     cells = compareSides(sa, sb).rows.length;
   }
   const ms = performance.now() - t0;

@@ -42,6 +42,8 @@ export interface CompareOptions {
   readonly candidateName?: string;
   /** Runs arrive grouped by cell and machine (a stored matrix): each side then holds one cell's values at a time. */
   readonly grouped?: boolean;
+  /** Order of the cells (positions by cell id, which name the same parameters in every matrix); else as their runs arrived. */
+  readonly cellOrder?: ReadonlyMap<string, number>;
 }
 
 /** One side of a row: the side's own statistics of the metric, from its report. */
@@ -336,6 +338,7 @@ export async function readSide(
     samples: metrics,
     ...(options.noise ? { noise: options.noise } : {}),
     ...(options.grouped ? { grouped: true } : {}),
+    ...(options.cellOrder ? { cellOrder: options.cellOrder } : {}),
   });
   const { machine } = options;
   const add = (r: AggregatableRun) => {

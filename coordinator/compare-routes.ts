@@ -65,6 +65,7 @@ export function compareRouter(deps: CompareRouteDeps): Router {
       ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
       alpha: q.alpha,
       grouped: true,
+      cellOrder: a.cellOrder,
       ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
       ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
       baselineName: `${a.name} (${a.id})`,

@@ -30,7 +30,7 @@ export type ResultsQuery = z.infer<typeof ResultsQuery>;
 export function matrixReport(store: Store, m: MatrixRecord): Report {
   const source = storeRunSource(store)(m.id);
   if (!source) throw new FsbenchError('NOT_FOUND', `no matrix ${m.id}`);
-  return buildReport(source.runs, { title: `${m.name} (${m.id}): ${m.state}`, grouped: true, fingerprintOf: source.fingerprintOf });
+  return buildReport(source.runs, { title: `${m.name} (${m.id}): ${m.state}`, grouped: true, cellOrder: source.cellOrder, fingerprintOf: source.fingerprintOf });
 }
 
 function writeJson(res: Response, store: Store, m: MatrixRecord, summary: unknown, histograms: boolean): void {

@@ -15,8 +15,10 @@ export interface MatrixRuns {
   readonly id: string;
   readonly name: string;
   readonly workload: WorkloadName;
-  /** Grouped by (cell, machine), as the store's index returns them. */
+  /** Grouped by (cell, machine), as the store's index returns them (not in cell order: see cellOrder). */
   readonly runs: Iterable<AggregatableRun>;
+  /** Each cell's position in the matrix, for the report to order its cells by. */
+  readonly cellOrder: ReadonlyMap<string, number>;
   /** A machine's fingerprint as its last run carried it; known once `runs` has been read. */
   readonly fingerprintOf: (machine: string) => MachineFingerprint | null;
 }
@@ -117,7 +119,7 @@ export function storeRunSource(store: Store): RunSource {
         yield rowToRun(row, id, workload, stored.facts, params);
       }
     }
-    return { id, name: m.name, workload, runs: runs(), fingerprintOf: (machine) => latest.get(machine) ?? null };
+    return { id, name: m.name, workload, runs: runs(), cellOrder: store.cellPositions(id), fingerprintOf: (machine) => latest.get(machine) ?? null };
   };
 }
 

@@ -340,19 +340,25 @@ export class Store {
   }
 
   /**
-   * Runs of a matrix in the same order, with only what aggregation reads: a report of a million
-   * runs leaves their timestamps, limits and info on disk. `details` comes only for rows stored
-   * before histograms had their own column, which kept them there.
+   * Runs of a matrix grouped by cell and machine, with only what aggregation reads: a report of a
+   * million runs leaves their timestamps, limits and info on disk, and walks the runs_by_machine
+   * index rather than sorting by cell position (the report orders its cells by cellPositions).
+   * `details` comes only for rows stored before histograms had their own column, which kept them there.
    */
   iterateRunsToAggregate(matrixId: string): IterableIterator<AggregatedRow> {
     return this.db
       .prepare<[string], AggregatedRow>(
-        `SELECT r.cell_id, r.machine, r.state, r.params, r.metrics, r.error_code, r.error_message, r.reason, r.fingerprint_hash,
-           r.histograms, CASE WHEN r.histograms IS NULL AND r.state = 'ok' THEN r.details END AS details
-         FROM runs r JOIN cells c ON c.matrix_id = r.matrix_id AND c.cell_id = r.cell_id
-         WHERE r.matrix_id = ? ORDER BY c.position, r.machine, r.repetition`,
+        `SELECT cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash,
+           histograms, CASE WHEN histograms IS NULL AND state = 'ok' THEN details END AS details
+         FROM runs WHERE matrix_id = ? ORDER BY cell_id, machine`,
       )
       .iterate(matrixId);
+  }
+
+  /** Each cell's position in its matrix's expansion, by cell id. */
+  cellPositions(matrixId: string): Map<string, number> {
+    const rows = this.db.prepare<[string], { cell_id: string; position: number }>('SELECT cell_id, position FROM cells WHERE matrix_id = ?').all(matrixId);
+    return new Map(rows.map((r) => [r.cell_id, r.position]));
   }
 
   /** Counts per machine and state, for progress. */

@@ -18,6 +18,8 @@ export interface ReportOptions {
   readonly noise?: NoiseOptions;
   /** Runs arrive grouped by (matrix, machine, cell), as the coordinator's store returns them. */
   readonly grouped?: boolean;
+  /** Cells in this order (positions by cell id; unknown ids last), then by machine; else as their runs arrived. */
+  readonly cellOrder?: ReadonlyMap<string, number>;
   /** Metrics whose sorted values each cell keeps (`CellReport.samples`), for a comparison. */
   readonly samples?: readonly string[];
   /** Summarise only these metrics (a comparison of a few); every metric when omitted. */
@@ -119,6 +121,11 @@ export class ReportBuilder {
 
   finish(): Report {
     this.aggregator.finish();
+    const order = this.options.cellOrder;
+    if (order) {
+      const at = (id: string) => order.get(id) ?? Number.MAX_SAFE_INTEGER;
+      this.cells.sort((a, b) => at(a.cellId) - at(b.cellId) || a.machine.localeCompare(b.machine));
+    }
     const fingerprintOf = this.options.fingerprintOf;
     const machines = [...this.machines.values()]
       .map((m) => (fingerprintOf ? { ...m, fingerprint: fingerprintOf(m.machine) ?? m.fingerprint } : m))
