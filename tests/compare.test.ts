@@ -102,6 +102,7 @@ describe('compareRunSets', () => {
       syntheticRuns({ matrix: few, machine: { machine: 'b' }, seed: 2, effect: () => 2 }),
       { metrics: ['eventsPerSec'] },
     );
+    expect(report.rows).toHaveLength(6);
     expect(report.rows.every((r) => r.verdict === '~' && r.pValue === 0.1)).toBe(true);
     expect(report.rows[0]?.warnings.join(' ')).toContain('3 vs 3 runs cannot reach p < 0.05');
     expect(report.notes.join(' ')).toContain('run at least 5 repetitions');

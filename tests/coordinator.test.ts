@@ -211,8 +211,11 @@ describe('running matrices on agents', () => {
     const targets = (allDone['machines'] as { target: string; stored: number; expected: number }[]).map((m) => [m.target, m.expected]);
     expect(new Set(targets.map((t) => t[0]))).toEqual(new Set(['host-a', 'host-b']));
     const results = (await client.json('GET', `/v1/matrices/${String(all.json['id'])}/results`)) as { runs: { target: string; machine: string; state: string; startedAt: string; finishedAt: string }[] };
+    expect(results.runs).toHaveLength(8);
     expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-    expect(results.runs.filter((r) => r.target === 'host-b').every((r) => r.machine === 'beta')).toBe(true);
+    const onB = results.runs.filter((r) => r.target === 'host-b');
+    expect(onB).toHaveLength(4);
+    expect(onB.every((r) => r.machine === 'beta')).toBe(true);
     // Never two runs at once on one host, though two agents serve host-a.
     const onA = results.runs.filter((r) => r.target === 'host-a').sort((x, y) => x.startedAt.localeCompare(y.startedAt));
     for (let i = 1; i < onA.length; i++) expect(Date.parse(onA[i]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(onA[i - 1]?.finishedAt ?? ''));
