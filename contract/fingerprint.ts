@@ -6,6 +6,17 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 const bytes = z.number().int().nonnegative();
+/** Free text a machine reports about itself (a CPU model, a kernel version): bounded, one line. */
+const fact = z.string().max(256).regex(/^\P{Cc}*$/u, 'must be one line without control characters');
+
+/**
+ * A machine's display name (FSBENCH_MACHINE, else its hostname): a hostname's characters, so it
+ * reads the same in a table, a URL, a file name and a log line.
+ */
+export const MachineName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/, 'must be 1-253 letters, digits, dots, dashes or underscores');
+
+/** A label a matrix's placement can select (FSBENCH_LABELS). */
+export const Label = z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'must be 1-64 letters, digits or . _ : -');
 
 export const InotifyLimits = z
   .object({
@@ -23,21 +34,21 @@ export type InotifyLimits = z.infer<typeof InotifyLimits>;
  */
 export const DockerFingerprint = z
   .object({
-    engineVersion: z.string(),
-    apiVersion: z.string(),
+    engineVersion: fact,
+    apiVersion: fact,
     /** overlay2, btrfs, zfs, vfs ...: what `container.storage: overlay` actually measures. */
-    storageDriver: z.string(),
+    storageDriver: fact,
     cgroupVersion: z.enum(['1', '2']).nullable(),
-    cgroupDriver: z.string().nullable(),
+    cgroupDriver: fact.nullable(),
     /** The agent's own container; null when the agent runs on the host. */
     self: z
       .object({
-        containerId: z.string(),
-        image: z.string(),
+        containerId: fact,
+        image: fact,
         /** CPUs the container may use (NanoCpus, else quota / period); null = no limit. */
         cpuLimit: z.number().positive().nullable(),
         /** CPUs it is pinned to (`--cpuset-cpus`), null = any. */
-        cpuset: z.string().nullable(),
+        cpuset: fact.nullable(),
         memoryLimitBytes: z.number().int().positive().nullable(),
       })
       .strict()
@@ -48,16 +59,16 @@ export type DockerFingerprint = z.infer<typeof DockerFingerprint>;
 
 export const MachineFingerprint = z
   .object({
-    hostname: z.string(),
+    hostname: MachineName,
     /** The kernel's boot id: two agents with the same one share a kernel, its sysctls and its page cache. */
-    bootId: z.string().nullable(),
+    bootId: fact.nullable(),
     /** A display name from configuration (FSBENCH_MACHINE), else the hostname. */
-    machine: z.string(),
-    labels: z.array(z.string()).default([]),
-    kernel: z.object({ release: z.string(), version: z.string(), arch: z.string() }).strict(),
+    machine: MachineName,
+    labels: z.array(Label).max(32).default([]),
+    kernel: z.object({ release: fact, version: fact, arch: fact }).strict(),
     cpu: z
       .object({
-        model: z.string(),
+        model: fact,
         logicalCores: z.number().int().positive(),
         physicalCores: z.number().int().positive().nullable(),
         l1dBytes: bytes.nullable(),
@@ -69,16 +80,16 @@ export const MachineFingerprint = z
     container: z
       .object({
         inContainer: z.boolean(),
-        runtime: z.string().nullable(),
+        runtime: fact.nullable(),
         /** The Docker engine an agent with the socket runs containers through; null without one. */
         docker: DockerFingerprint.nullable().default(null),
       })
       .strict(),
     inotifyLimits: InotifyLimits.nullable(),
     /** The filesystem type of the run's target directory (tmpfs, xfs, overlay ...), when known. */
-    targetFs: z.string().nullable(),
-    node: z.string(),
-    fsbench: z.string(),
+    targetFs: fact.nullable(),
+    node: fact,
+    fsbench: fact,
   })
   .strict();
 export type MachineFingerprint = z.infer<typeof MachineFingerprint>;

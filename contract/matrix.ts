@@ -6,21 +6,31 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { FsbenchError } from './errors.js';
+import { Label } from './fingerprint.js';
 import { defaultValue, describeAllowed, formatParam, parseParam, type ParamValue } from './params.js';
-import { WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads/index.js';
+import { paramSpec, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads/index.js';
 
 /** Most cells one matrix may expand to. */
 export const MAX_CELLS = 10_000;
 /** Most runs (cells x (warmup + repetitions)) one matrix may ask for. */
 export const MAX_RUNS = 100_000;
 
+/**
+ * What a parameter's name can be (`bufferBytes`, `container.storage`). Checked before any lookup,
+ * so `__proto__` is refused rather than silently dropped (or worse, made a prototype).
+ */
+export const ParamName = z
+  .string()
+  .max(64)
+  .regex(/^[a-z][A-Za-z0-9]*(?:\.[a-z][A-Za-z0-9]*)*$/, 'is not a parameter name (letters and digits, dot-separated)');
+
 const RawValue = z.union([z.number(), z.string().max(4096), z.boolean(), z.array(z.string().max(256)).max(64)]);
-const RawAssignment = z.record(z.string().max(64), RawValue);
+const RawAssignment = z.record(ParamName, RawValue);
 
 export const Placement = z.union([
   z.literal('any'),
   z.literal('all'),
-  z.object({ labels: z.array(z.string().min(1).max(64)).min(1).max(32) }).strict(),
+  z.object({ labels: z.array(Label).min(1).max(32) }).strict(),
 ]);
 export type Placement = z.infer<typeof Placement>;
 
@@ -36,7 +46,7 @@ export const Matrix = z
     /** Runs per cell made and thrown away before the measured ones (cold caches, JIT, page faults). */
     warmup: z.number().int().min(0).max(100).default(1),
     /** Parameter name -> list of values (a single value counts as a list of one). */
-    params: z.record(z.string().max(64), z.union([RawValue, z.array(RawValue).min(1).max(1000)])).default({}),
+    params: z.record(ParamName, z.union([RawValue, z.array(RawValue).min(1).max(1000)])).default({}),
     /** Extra cells: each entry sets some parameters; the rest take their first listed value, else the default. */
     include: z.array(RawAssignment).max(1000).default([]),
     /** Cells to drop: a cell matching every key of an entry is removed. */
@@ -48,7 +58,7 @@ export const Matrix = z
 export type Matrix = z.infer<typeof Matrix>;
 export type MatrixInput = z.input<typeof Matrix>;
 
-export const CellParams = z.record(z.string(), z.union([z.number(), z.string(), z.boolean()]));
+export const CellParams = z.record(ParamName, z.union([z.number(), z.string().max(4096), z.boolean()]));
 export type CellParams = z.infer<typeof CellParams>;
 
 /** A deterministic id: the same workload and values give the same id on every machine. */
@@ -72,7 +82,7 @@ export const Cell = z
       if (!r.ok) ctx.addIssue({ code: 'custom', path: ['params', name], message: `${name} ${r.reason}` });
     }
     for (const name of Object.keys(cell.params)) {
-      if (!(name in specs)) ctx.addIssue({ code: 'custom', path: ['params', name], message: `unknown parameter ${name}` });
+      if (!paramSpec(cell.workload, name)) ctx.addIssue({ code: 'custom', path: ['params', name], message: `unknown parameter ${name}` });
     }
     if (cell.id !== cellId(cell.workload, cell.params)) {
       ctx.addIssue({ code: 'custom', path: ['id'], message: 'does not match the workload and parameters' });
@@ -84,12 +94,11 @@ type Issue = { path: string; message: string };
 
 /** Parses every value of one parameter list, collecting a message per bad value. */
 function parseValues(workload: WorkloadName, name: string, raws: readonly unknown[], path: string, issues: Issue[]): ParamValue[] {
-  const specs = WORKLOADS[workload].params;
-  const spec = specs[name];
+  const spec = paramSpec(workload, name);
   if (!spec) {
     issues.push({
       path,
-      message: `unknown parameter '${name}' for workload ${workload} (known: ${Object.keys(specs).join(', ')})`,
+      message: `unknown parameter '${name}' for workload ${workload} (known: ${Object.keys(WORKLOADS[workload].params).join(', ')})`,
     });
     return [];
   }
@@ -118,7 +127,7 @@ function parseAssignments(workload: WorkloadName, entries: readonly Record<strin
 }
 
 function matches(params: Readonly<CellParams>, partial: Readonly<Record<string, ParamValue>>): boolean {
-  return Object.entries(partial).every(([k, v]) => params[k] === v);
+  return Object.entries(partial).every(([k, v]) => Object.hasOwn(params, k) && params[k] === v);
 }
 
 function throwIfIssues(issues: readonly Issue[]): void {
@@ -127,8 +136,24 @@ function throwIfIssues(issues: readonly Issue[]): void {
   throw new FsbenchError('MATRIX_INVALID', `invalid matrix:\n  ${lines.join('\n  ')}`, issues);
 }
 
+/**
+ * `__proto__` keys, which zod drops from a record without a word (so that they never become a
+ * prototype): a matrix that names one is told so rather than run without it.
+ */
+function protoKeys(input: unknown): Issue[] {
+  const field = (o: unknown, key: string): unknown => (typeof o === 'object' && o !== null && Object.hasOwn(o, key) ? Reflect.get(o, key) : undefined);
+  const at = (value: unknown, path: string): Issue[] =>
+    typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__') ? [{ path: `${path}.__proto__`, message: 'is not a parameter name' }] : [];
+  const lists = (key: string): Issue[] => {
+    const list = field(input, key);
+    return Array.isArray(list) ? list.flatMap((e: unknown, i) => at(e, `${key}[${i}]`)) : [];
+  };
+  return [...at(field(input, 'params'), 'params'), ...lists('include'), ...lists('exclude')];
+}
+
 /** Validates raw input (parsed YAML/JSON) as a matrix, with one message per bad field. */
 export function parseMatrix(input: unknown): Matrix {
+  throwIfIssues(protoKeys(input));
   const r = Matrix.safeParse(input);
   if (!r.success) {
     throwIfIssues(r.error.issues.map((i) => ({ path: i.path.join('.') || '(matrix)', message: i.message })));

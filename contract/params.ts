@@ -152,3 +152,22 @@ export function defaultValue(spec: ParamSpec): ParamValue {
   if (!r.ok) throw new Error(`parameter default ${JSON.stringify(spec.default)} ${r.reason}`);
   return r.value;
 }
+
+/**
+ * The check of a text parameter that names a directory: `keyword`, or an absolute path in its
+ * normal form. `..` and `.` segments, empty segments, a trailing slash and control characters
+ * are refused when the matrix is submitted, not discovered by an agent: a path means what it
+ * says, and nothing reaches a host's filesystem by a detour.
+ */
+export function directoryOr(keyword: string): (value: ParamValue) => string | undefined {
+  return (v) => {
+    if (v === keyword) return undefined;
+    if (typeof v !== 'string' || !v.startsWith('/')) return `must be '${keyword}' or an absolute directory path`;
+    if (/\p{Cc}/u.test(v)) return 'must not hold control characters';
+    const segments = v.split('/').slice(1);
+    if (v !== '/' && segments.some((s) => s === '' || s === '.' || s === '..')) {
+      return "must be a normalised absolute path: no '..' or '.' segments, no '//' and no trailing '/'";
+    }
+    return undefined;
+  };
+}

@@ -4,9 +4,9 @@
  */
 import { z } from 'zod';
 import { ERROR_CODE_LIST } from './errors.js';
-import { CellParams } from './matrix.js';
+import { CellParams, Matrix } from './matrix.js';
 import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
-import { WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
+import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
 
 /**
  * A log-linear latency histogram: `[lowNs, highNs, count]` per non-empty bucket. Buckets are
@@ -21,9 +21,12 @@ export const Histogram = z
   .strict();
 export type Histogram = z.infer<typeof Histogram>;
 
+/** A message from a run (an error, a skip reason): long enough for a kernel's or mkfs's words, bounded. */
+const message = z.string().max(8192);
+
 const RunBase = z.object({
   /** Which matrix the run belongs to (its name locally, its id on a coordinator). */
-  matrix: z.string(),
+  matrix: Matrix.shape.name,
   cellId: z.string().regex(/^[0-9a-f]{12}$/),
   workload: z.enum(WORKLOAD_NAMES),
   /** 0-based measured repetition; warmup runs are never written. */
@@ -41,21 +44,31 @@ export const OkRun = RunBase.extend({
   metrics: z.record(z.string(), z.number().nullable()),
   histograms: z.record(z.string(), Histogram).default({}),
   /** Facts about how the run was made that are not numbers to aggregate (fs geometry, cache state). */
-  info: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])).default({}),
+  info: z.record(z.string().max(64), z.union([z.string().max(4096), z.number(), z.boolean(), z.null()])).default({}),
 }).strict();
 
 export const FailedRun = RunBase.extend({
   state: z.literal('failed'),
-  error: z.object({ code: z.enum(ERROR_CODE_LIST), message: z.string() }).strict(),
+  error: z.object({ code: z.enum(ERROR_CODE_LIST), message }).strict(),
 }).strict();
 
 export const SkippedRun = RunBase.extend({
   state: z.literal('skipped'),
-  reason: z.string(),
+  reason: message,
 }).strict();
 
-/** An ok run's metrics must be the ones its workload defines. */
-function checkMetrics(run: { state: string; workload: (typeof WORKLOAD_NAMES)[number]; metrics?: unknown }, ctx: z.RefinementCtx): void {
+/**
+ * A run's parameters must be its workload's (a stored run with a stray parameter would be a cell
+ * no matrix has), and an ok run's metrics the ones its workload defines. Parameters an older
+ * fsbench did not have may be missing: compare matches such results without them.
+ */
+function checkMetrics(
+  run: { state: string; workload: (typeof WORKLOAD_NAMES)[number]; params: CellParams; metrics?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  for (const name of Object.keys(run.params)) {
+    if (!paramSpec(run.workload, name)) ctx.addIssue({ code: 'custom', path: ['params', name], message: `unknown parameter ${name} for workload ${run.workload}` });
+  }
   if (run.state !== 'ok') return;
   const r = WORKLOADS[run.workload].metrics.safeParse(run.metrics);
   if (!r.success) {

@@ -4,7 +4,7 @@
  */
 import type { z } from 'zod';
 import type { MetricDoc, MetricInfo } from '../metrics.js';
-import type { ParamSpecs, ParamValue } from '../params.js';
+import type { ParamSpec, ParamSpecs, ParamValue } from '../params.js';
 import { INOTIFY_HEADLINE_METRICS, INOTIFY_METRIC_DOCS, InotifyMetrics, inotifyParams, inotifySkipReason } from './inotify.js';
 import { METADATA_HEADLINE_METRICS, METADATA_METRIC_DOCS, MetadataMetrics, metadataParams, metadataSkipReason } from './metadata.js';
 import { NOOP_METRIC_DOCS, NoopMetrics, noopParams } from './noop.js';
@@ -78,4 +78,13 @@ export function metricInfos(workload: WorkloadName): MetricInfo[] {
 /** The doc of one metric, or undefined for a name the workload does not have. */
 export function metricDoc(workload: WorkloadName, metric: string): MetricDoc | undefined {
   return Object.hasOwn(WORKLOADS[workload].metricDocs, metric) ? WORKLOADS[workload].metricDocs[metric] : undefined;
+}
+
+/**
+ * One parameter's spec, or undefined for a name the workload does not have. Own properties
+ * only: `constructor` or `toString` in a matrix are unknown parameters, not Object's methods.
+ */
+export function paramSpec(workload: WorkloadName, name: string): ParamSpec | undefined {
+  const specs = WORKLOADS[workload].params;
+  return Object.hasOwn(specs, name) ? specs[name] : undefined;
 }

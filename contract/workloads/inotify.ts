@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../metrics.js';
-import type { ParamSpecs, ParamValue } from '../params.js';
+import { directoryOr, type ParamSpecs, type ParamValue } from '../params.js';
 
 /**
  * `sizeof(struct inotify_event) + NAME_MAX + 1` on Linux: a read() buffer smaller than one
@@ -80,12 +80,9 @@ export const inotifyParams = {
   target: {
     kind: 'text',
     default: 'tmpfs',
-    allowed: "'tmpfs' or an absolute directory path",
+    allowed: "'tmpfs' or a normalised absolute directory path",
     maxLength: 4096,
-    check: (v: ParamValue) =>
-      v === 'tmpfs' || (typeof v === 'string' && v.startsWith('/'))
-        ? undefined
-        : "must be 'tmpfs' or an absolute directory path",
+    check: directoryOr('tmpfs'),
     doc:
       'Where the files live. `tmpfs` mounts a private tmpfs under the scratch directory for the run and removes it ' +
       'afterwards (needs CAP_SYS_ADMIN); a path uses an existing directory, in which the run makes and removes its own subdirectory.',

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../metrics.js';
-import { defaultValue, type ParamSpecs, type ParamValue } from '../params.js';
+import { defaultValue, directoryOr, type ParamSpecs, type ParamValue } from '../params.js';
 
 export const METADATA_FILESYSTEMS = ['xfs', 'ext4', 'btrfs', 'none'] as const;
 export type MetadataFs = (typeof METADATA_FILESYSTEMS)[number];
@@ -169,12 +169,9 @@ export const metadataParams = {
   target: {
     kind: 'text',
     default: 'scratch',
-    allowed: "'scratch' or an absolute directory path",
+    allowed: "'scratch' or a normalised absolute directory path",
     maxLength: 4096,
-    check: (v: ParamValue) =>
-      v === 'scratch' || (typeof v === 'string' && v.startsWith('/') && !v.split('/').includes('..'))
-        ? undefined
-        : "must be 'scratch' or an absolute directory path without '..'",
+    check: directoryOr('scratch'),
     doc:
       'With `fs: none`, where the files go: a fresh subdirectory of the scratch directory or of this existing directory, ' +
       'removed afterwards. Ignored otherwise.',
