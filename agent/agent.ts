@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { FsbenchError } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
-import { fingerprintsKey } from '../queue/keys.js';
+import { fingerprintsKey, warmedKey } from '../queue/keys.js';
 import { awaitRedis, connectRedis } from '../queue/redis.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { readBootId } from '../host/kernel.js';
@@ -43,6 +43,8 @@ export interface RunningAgent {
 }
 
 const FINGERPRINT_REFRESH_MS = 60_000;
+/** A matrix's record of warmed cells outlives any matrix a coordinator would still run. */
+const WARMED_KEEP_MS = 7 * 24 * 3_600_000;
 
 async function kernelBootId(): Promise<string> {
   const id = await readBootId();
@@ -90,6 +92,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
       exec.abandon('the host lock was lost');
     },
   });
+  const warmedHere = new Set<string>();
   const exec: RunExecutor = new RunExecutor({
     lock,
     journal,
@@ -102,6 +105,18 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     },
     log,
     sandbox: sandbox ?? undefined,
+    warmed: async (matrixId, cellId) => {
+      const member = `${hostId} ${cellId}`;
+      if (warmedHere.has(`${matrixId} ${member}`)) return true;
+      return (await redis.sismember(warmedKey(s.queuePrefix, matrixId), member)) === 1;
+    },
+    markWarmed: async (matrixId, cellId) => {
+      const key = warmedKey(s.queuePrefix, matrixId);
+      await redis.multi().sadd(key, `${hostId} ${cellId}`).pexpire(key, WARMED_KEEP_MS).exec();
+      // Remembered here too, so the next repetition asks Redis nothing; bounded like every cache.
+      if (warmedHere.size >= 10_000) warmedHere.clear();
+      warmedHere.add(`${matrixId} ${hostId} ${cellId}`);
+    },
   });
 
   redis.on('ready', () => {
@@ -120,6 +135,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     holdsHostLock: lock.held,
     currentRun: exec.currentRun,
     runsDone: exec.runsDone,
+    warmupsDone: exec.warmupsDone,
     fingerprint,
   });
   const heartbeat = new Heartbeat({ redis, prefix: s.queuePrefix, intervalMs: s.heartbeat, lock, status, busy: () => exec.busy, log });

@@ -36,18 +36,22 @@ export interface RunJobDeps {
   readonly publishFingerprint: (hash: string, json: string) => Promise<void>;
   /** Runs cells with `container.*` parameters in fresh containers; absent without a Docker engine. */
   readonly sandbox?: WorkloadRunner | undefined;
+  /** Whether this host has warmed the cell up already (see warmedKey), and telling that it has. */
+  readonly warmed: (matrixId: string, cellId: string) => Promise<boolean>;
+  readonly markWarmed: (matrixId: string, cellId: string) => Promise<void>;
 }
 
 export class RunExecutor {
   /** One run at a time in this process, whichever of its queues the job came from. */
   private slot: Promise<void> = Promise.resolve();
   private running: { run: CurrentRun; abort: AbortController } | null = null;
-  private lastCell: string | null = null;
   private idleTimer: NodeJS.Timeout | undefined;
   /** Fingerprint JSON -> hash, for those published already (bounded). */
   private readonly published = new Map<string, string>();
   private last: { fingerprint: MachineFingerprint; hash: string } | undefined;
   runsDone = 0;
+  /** Warmup runs made (thrown away), for the registry: they are work the estimate counts. */
+  warmupsDone = 0;
 
   constructor(private readonly deps: RunJobDeps) {}
 
@@ -213,17 +217,21 @@ export class RunExecutor {
         this.deps.log(`${job.matrixId} ${job.cell.id}#${job.repetition}: ${line}`);
       },
     };
-    const cellKey = `${job.matrixId}/${job.cell.id}`;
     const request = { matrix: job.matrixId, cell: job.cell, repetition: job.repetition, fingerprint: this.deps.fingerprint() };
-    if (this.lastCell !== cellKey) {
-      for (let i = 0; i < job.warmup && !signal.aborted; i++) await runCell(request, ctx);
+    // Warmups once per cell and host, before the first repetition this host runs: what the
+    // coordinator's estimate and limits count. Marked only when they all ran.
+    if (job.warmup > 0 && !(await this.deps.warmed(job.matrixId, job.cell.id))) {
+      for (let i = 0; i < job.warmup && !signal.aborted; i++) {
+        await runCell(request, ctx);
+        this.warmupsDone++;
+      }
+      if (!signal.aborted) await this.deps.markWarmed(job.matrixId, job.cell.id);
     }
     const result = signal.aborted ? null : await runCell(request, ctx);
     if (result === null || signal.aborted) {
       const why = signal.reason instanceof Error ? signal.reason.message : 'the run was aborted';
       throw new Error(`abandoned: ${why}`);
     }
-    this.lastCell = cellKey;
     this.runsDone++;
     return result;
   }

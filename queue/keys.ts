@@ -28,3 +28,12 @@ export function agentsKey(prefix: string): string {
 export function hostLockKey(prefix: string, hostId: string): string {
   return redisKey(prefix, 'host-lock', hostId);
 }
+
+/**
+ * The cells of a matrix a host has warmed up (a set of `<hostId> <cellId>`): agents run a cell's
+ * warmups once per host, before the first of its repetitions that host takes, whichever of the
+ * host's agents takes it and however the repetitions of other cells come in between.
+ */
+export function warmedKey(prefix: string, matrixId: string): string {
+  return redisKey(prefix, 'warmed', matrixId);
+}

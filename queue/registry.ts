@@ -32,6 +32,8 @@ export const AgentStatus = z
     holdsHostLock: z.boolean(),
     currentRun: CurrentRun.nullable(),
     runsDone: z.number().int().nonnegative(),
+    /** Warmup runs made and thrown away: once per cell and host. */
+    warmupsDone: z.number().int().nonnegative().default(0),
     fingerprint: MachineFingerprint,
   })
   .strict();
