@@ -12,7 +12,7 @@ import { exportableCompare } from '../compare/view.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
 import { readRunsFile, runsOfFile } from '../report/runs-file.js';
 import { ReportSchema } from '../report/schema.js';
-import type { AggregatableRun } from '../stats/aggregate.js';
+import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { loadSettings } from '../settings/index.js';
 
@@ -28,10 +28,15 @@ type CompareFlags = {
 
 const REMOTE = /^matrix:(.+)$/;
 
-/** What `GET /v1/matrices/:id/results` answers, as far as compare reads it: the runs, and each machine's caches. */
+/**
+ * What `GET /v1/matrices/:id/results` answers, as far as compare reads it: a page of runs, the
+ * cursor of the next, and (on the first page) each machine's caches.
+ */
 const RemoteResults = z.object({
   matrix: z.object({ id: z.string(), name: z.string(), workload: z.enum(WORKLOAD_NAMES) }).loose(),
-  report: z.object({ machines: z.array(z.object({ machine: z.string(), caches: ReportSchema.shape.machines.element.shape.caches }).loose()) }).loose(),
+  report: z.object({ machines: z.array(z.object({ machine: z.string(), caches: ReportSchema.shape.machines.element.shape.caches }).loose()) }).loose().optional(),
+  /** Absent from coordinators that answer every run at once. */
+  next: z.string().nullable().optional(),
   runs: z.array(
     z
       .object({
@@ -55,11 +60,22 @@ const UploadAnswer = z.object({
 });
 
 async function* remoteRuns(id: string, client: CoordinatorClient): AsyncGenerator<AggregatableRun> {
-  const res = await client.fetch('GET', `/v1/matrices/${encodeURIComponent(id)}/results`, { what: `reading matrix ${id}` });
-  const parsed = RemoteResults.safeParse(await res.json());
-  if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
-  const { matrix, report, runs } = parsed.data;
-  const facts = new Map(report.machines.map((m) => [m.machine, { machine: m.machine, cpu: m.caches }]));
+  let facts = new Map<string, MachineFacts>();
+  let cursor: string | null = null;
+  do {
+    const page = cursor === null ? '' : `?cursor=${encodeURIComponent(cursor)}`;
+    const res = await client.fetch('GET', `/v1/matrices/${encodeURIComponent(id)}/results${page}`, { what: `reading matrix ${id}` });
+    const parsed = RemoteResults.safeParse(await res.json());
+    if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
+    const { matrix, report, runs, next } = parsed.data;
+    // The report comes with the first page only.
+    if (report) facts = new Map(report.machines.map((m) => [m.machine, { machine: m.machine, cpu: m.caches }]));
+    yield* pageRuns(matrix, runs, facts);
+    cursor = next ?? null;
+  } while (cursor !== null);
+}
+
+function* pageRuns(matrix: z.infer<typeof RemoteResults>['matrix'], runs: z.infer<typeof RemoteResults>['runs'], facts: ReadonlyMap<string, MachineFacts>): Generator<AggregatableRun> {
   for (const r of runs) {
     yield {
       matrix: matrix.id,

@@ -12,9 +12,19 @@ import { CoordinatorClient } from '../coordinator/client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
 
+/** The client commands' lines; the services log through their structured logger instead. */
 const log = (line: string) => {
   process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 };
+
+/**
+ * A service's log: JSON lines for a log pipeline, readable ones on a terminal. The agent shares
+ * it: the module loads pino and nothing else of the coordinator's.
+ */
+async function serviceLog(name: 'coordinator' | 'agent') {
+  const { createLogger } = await import('../coordinator/log.js');
+  return createLogger({ name, pretty: process.stderr.isTTY });
+}
 
 function withSettings(cmd: Command, names: readonly SettingName[]): Command {
   for (const name of names) {
@@ -25,7 +35,7 @@ function withSettings(cmd: Command, names: readonly SettingName[]): Command {
 }
 
 /** Resolves once SIGTERM or SIGINT has stopped the service. */
-function untilSignalled(stop: () => Promise<void>): Promise<void> {
+function untilSignalled(stop: () => Promise<void>, log: (line: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     const onSignal = (signal: NodeJS.Signals) => {
       log(`${signal}: stopping`);
@@ -98,17 +108,20 @@ function age(iso: string): string {
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout'],
+    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout'],
+      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams'],
       opts,
     );
     // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's
     // modules (express, SQLite, metrics), nor a coordinator the agent's (Docker, runners).
     const { startCoordinator } = await import('../coordinator/server.js');
-    const c = await startCoordinator(s, log);
-    await untilSignalled(() => c.stop());
+    const logger = await serviceLog('coordinator');
+    const c = await startCoordinator(s, logger);
+    await untilSignalled(() => c.stop(), (line) => {
+      logger.info(line);
+    });
   });
 
   withSettings(
@@ -120,8 +133,12 @@ export function registerRemoteCommands(program: Command): void {
       opts,
     );
     const { startAgent } = await import('../agent/agent.js');
-    const a = await startAgent(s, log);
-    await untilSignalled(() => a.stop());
+    const logger = await serviceLog('agent');
+    const agentLog = (line: string) => {
+      logger.info(line);
+    };
+    const a = await startAgent(s, agentLog);
+    await untilSignalled(() => a.stop(), agentLog);
   });
 
   withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), ['url', 'token'])

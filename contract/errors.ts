@@ -46,6 +46,7 @@ export const ERRORS = {
   NO_MATCHING_AGENTS: { status: 409, exit: 75, doc: 'no live agent matches the placement: start one, or place the matrix on `any`' },
   QUEUE_FULL: { status: 503, exit: 75, doc: 'FSBENCH_MAX_QUEUED runs are waiting already; `Retry-After` says when to try again' },
   UNAVAILABLE: { status: 503, exit: 75, doc: 'Redis or the coordinator does not answer; try again' },
+  RATE_LIMITED: { status: 429, exit: 75, doc: 'this client sent more writes than FSBENCH_WRITE_LIMIT allows per minute; `Retry-After` says when to try again' },
   // Runs that did not finish.
   CANCELLED: { status: 499, exit: 3, doc: 'the run or the matrix was cancelled' },
   ABANDONED: { status: 500, exit: 3, doc: 'the run was given up: its agents died or abandoned it FSBENCH_MAX_ATTEMPTS times, or its host had no live agent for FSBENCH_HOST_TIMEOUT' },

@@ -3,10 +3,15 @@
  * machines) and `POST /v1/results` (a `.jsonl` file from `fsbench run --out`, checked line by
  * line and stored exactly once). Each is a Router the coordinator mounts; errors are thrown as
  * FsbenchErrors and leave through the coordinator's one error handler.
+ *
+ * Both bound the runs of one cell at MAX_REPETITIONS, the most a matrix may ask for: compare
+ * keeps each cell's values for its rank tests, so memory grows with the runs per cell, which
+ * nothing else would bound for uploaded results.
  */
 import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { RunResult } from '../contract/result.js';
+import type { AggregatableRun } from '../stats/aggregate.js';
 import { FsbenchError } from '../contract/errors.js';
 import { compareRunSets } from '../compare/compare.js';
 import { exportableCompare } from '../compare/view.js';
@@ -17,6 +22,30 @@ import type { ResultSink, RunSource } from './store-adapter.js';
 const pass: RequestHandler = (_req, _res, next) => {
   next();
 };
+
+/** Most runs of one cell on one machine: the matrix schema's most `repetitions` (contract/matrix.ts). */
+export const MAX_REPETITIONS = 1000;
+
+/**
+ * A stored matrix's runs for compare, refused (400 MATRIX_TOO_LARGE) at the first cell that
+ * holds more than MAX_REPETITIONS runs on one machine, which only an upload made before uploads
+ * were bounded can: compare's memory stays within MAX_REPETITIONS values per cell and metric.
+ */
+function* bounded(runs: Iterable<AggregatableRun>, matrixId: string): Generator<AggregatableRun> {
+  const counts = new Map<string, number>();
+  for (const r of runs) {
+    const key = `${r.cellId}\u0000${r.fingerprint.machine}`;
+    const n = (counts.get(key) ?? 0) + 1;
+    if (n > MAX_REPETITIONS) {
+      throw new FsbenchError(
+        'MATRIX_TOO_LARGE',
+        `matrix ${matrixId} holds more than ${MAX_REPETITIONS} runs of cell ${r.cellId} on machine ${r.fingerprint.machine}: compare reads at most ${MAX_REPETITIONS} per cell and machine, the most repetitions a matrix may ask for`,
+      );
+    }
+    counts.set(key, n);
+    yield r;
+  }
+}
 
 const list = z
   .string()
@@ -57,11 +86,11 @@ export function compareRouter(deps: CompareRouteDeps): Router {
     const a = load(q.baseline);
     const b = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
     // One matrix against itself: the same rows, read twice, once per machine.
-    const candidateRuns = b ? b.runs : (deps.source(q.baseline)?.runs ?? []);
+    const candidateRuns = bounded(b ? b.runs : (deps.source(q.baseline)?.runs ?? []), b ? b.id : a.id);
     if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
       throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
     }
-    const report = await compareRunSets(a.runs, candidateRuns, {
+    const report = await compareRunSets(bounded(a.runs, a.id), candidateRuns, {
       ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
       alpha: q.alpha,
       grouped: true,
@@ -87,32 +116,26 @@ export interface UploadRouteDeps {
 /** Most bad lines named in one 400 answer. */
 const MAX_ISSUES = 20;
 
-function parseUpload(body: unknown, ndjson: boolean): RunResult[] {
+function parseUpload(body: unknown): RunResult[] {
   const problems: LineProblem[] = [];
   let bad = 0;
   const runs: RunResult[] = [];
-  const take = (line: number, text: string) => {
+  /** The line each run came from, to name it. */
+  const lines: number[] = [];
+  if (typeof body !== 'string') throw new FsbenchError('BODY_INVALID', 'the body is empty: send the lines of a .jsonl file');
+  body.split('\n').forEach((text, i) => {
+    if (text.trim() === '') return;
     const r = parseRunLine(text);
-    if (r.ok) runs.push(r.run);
-    else {
+    if (r.ok) {
+      runs.push(r.run);
+      lines.push(i + 1);
+    } else {
       bad++;
-      if (problems.length < MAX_ISSUES) problems.push({ line, message: r.message });
+      if (problems.length < MAX_ISSUES) problems.push({ line: i + 1, message: r.message });
     }
-  };
-  if (ndjson) {
-    if (typeof body !== 'string') throw new FsbenchError('BODY_INVALID', 'the body is empty: send the lines of a .jsonl file');
-    body.split('\n').forEach((text, i) => {
-      if (text.trim() !== '') take(i + 1, text);
-    });
-  } else {
-    const items: unknown = typeof body === 'object' && body !== null && 'runs' in body ? body.runs : body;
-    if (!Array.isArray(items)) throw new FsbenchError('BODY_INVALID', 'send { "runs": [RunResult, ...] } as JSON, or the .jsonl file as application/x-ndjson');
-    items.forEach((item: unknown, i) => {
-      take(i + 1, JSON.stringify(item));
-    });
-  }
+  });
   if (bad > 0) {
-    const what = ndjson ? 'line' : 'run';
+    const what = 'line';
     throw new FsbenchError(
       'BODY_INVALID',
       `${bad} ${what}${bad === 1 ? ' is' : 's are'} not fsbench results; nothing was stored`,
@@ -120,14 +143,43 @@ function parseUpload(body: unknown, ndjson: boolean): RunResult[] {
     );
   }
   if (runs.length === 0) throw new FsbenchError('BODY_INVALID', 'the body holds no runs');
+  refuseTooManyRepetitions(runs, 'line', lines);
   return runs;
 }
 
 /**
- * `POST /v1/results`: the body is a `.jsonl` file (Content-Type application/x-ndjson) or JSON
- * `{ "runs": [...] }`. Every run is checked by the `RunResult` schema before anything is stored;
- * any bad one refuses the whole upload (400, each bad line named). Answers 201 with what was
- * stored, or 200 when every run was already there.
+ * Repetitions are numbered from 0 and stored once each, so a run numbered MAX_REPETITIONS or
+ * more is the only way an upload can hold more than MAX_REPETITIONS runs of one cell.
+ */
+function refuseTooManyRepetitions(runs: readonly RunResult[], what: string, lines: readonly number[]): void {
+  const issues: { path: string; message: string }[] = [];
+  const cells = new Set<string>();
+  let bad = 0;
+  runs.forEach((r, i) => {
+    if (r.repetition < MAX_REPETITIONS) return;
+    bad++;
+    cells.add(r.cellId);
+    if (issues.length < MAX_ISSUES) {
+      issues.push({ path: `${what} ${lines[i] ?? i + 1}`, message: `cell ${r.cellId} of matrix ${r.matrix} on ${r.fingerprint.machine}: repetition ${r.repetition}` });
+    }
+  });
+  if (bad === 0) return;
+  const named = [...cells].slice(0, 5).join(', ');
+  throw new FsbenchError(
+    'BODY_INVALID',
+    `more than ${MAX_REPETITIONS} repetitions of cell${cells.size === 1 ? '' : 's'} ${named}${cells.size > 5 ? ' ...' : ''}: an upload may hold repetitions 0-${MAX_REPETITIONS - 1} of a cell, the most a matrix may ask for; nothing was stored`,
+    issues,
+  );
+}
+
+/** The media types of a `.jsonl` file; nothing a cross-site form can send (text/plain, form encodings). */
+const JSON_LINES = ['application/x-ndjson', 'application/jsonl'];
+
+/**
+ * `POST /v1/results`: the body is a `.jsonl` file, Content-Type application/x-ndjson (or
+ * application/jsonl), and nothing else. Every run is checked by the `RunResult` schema before
+ * anything is stored; any bad one refuses the whole upload (400, each bad line named). Answers
+ * 201 with what was stored, or 200 when every run was already there.
  */
 export function resultsUploadRouter(deps: UploadRouteDeps): Router {
   const router = Router();
@@ -135,14 +187,15 @@ export function resultsUploadRouter(deps: UploadRouteDeps): Router {
   router.post(
     '/v1/results',
     deps.write ?? pass,
-    express.json({ limit, strict: false }),
-    express.text({ type: ['application/x-ndjson', 'application/jsonl', 'text/plain'], limit }),
-    (req, res) => {
-      const ndjson = req.is(['application/x-ndjson', 'application/jsonl', 'text/plain']) !== false;
-      if (!ndjson && !req.is('application/json')) {
-        throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send application/x-ndjson (a .jsonl file) or application/json, not ${req.get('content-type') ?? 'no Content-Type'}`);
+    (req, _res, next) => {
+      if (!req.is(JSON_LINES)) {
+        throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send the .jsonl file as application/x-ndjson, not ${req.get('content-type') ?? 'no Content-Type'}`);
       }
-      const runs = parseUpload(req.body, ndjson);
+      next();
+    },
+    express.text({ type: JSON_LINES, limit }),
+    (req, res) => {
+      const runs = parseUpload(req.body);
       const result = deps.sink.importRuns(runs);
       res.status(result.stored > 0 ? 201 : 200).json(result);
     },

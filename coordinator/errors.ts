@@ -73,7 +73,8 @@ export function errorHandler(log: (line: string) => void): ErrorRequestHandler {
     }
     const d = describeError(err);
     if (d.unexpected) {
-      log(`${req.method} ${req.originalUrl}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      // The path without its query: a query may hold what a client should not have sent in one.
+      log(`${req.method} ${req.baseUrl}${req.path}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     }
     res.status(d.status).set(d.headers).json(d.body);
   };

@@ -2,9 +2,11 @@
  * Server-sent progress events for one matrix. Each event is a complete snapshot of the counts
  * (never a delta), so a client that misses some, or reconnects, is right again at the next one.
  * Events: `progress` (on connect and after every stored batch), then `end` with the final state.
+ * At most FSBENCH_MAX_STREAMS streams are open at once; more are refused with 503 and Retry-After.
  */
 import type { RequestHandler, Response } from 'express';
 import { FsbenchError } from '../contract/errors.js';
+import { loadSettings } from '../settings/index.js';
 import type { MatrixRecord, MatrixState, Store } from './store.js';
 
 export interface ProgressEvent {
@@ -20,6 +22,8 @@ export interface ProgressEvent {
 }
 
 const KEEPALIVE_MS = 15_000;
+/** A stream's slot frees only when a stream ends, which may take a matrix's whole run: ask for a while later. */
+const STREAM_RETRY_AFTER_S = 30;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function isFinal(state: MatrixState): boolean {
@@ -78,14 +82,54 @@ export class ProgressHub {
   }
 }
 
+/**
+ * A fixed number of slots for answers that hold a connection and work open (downloads, event
+ * streams). A slot taken for a response is given back when the response closes, which Node
+ * reports whether it ended, failed or the client went away; giving back twice is harmless.
+ */
+export class Slots {
+  private used = 0;
+
+  constructor(readonly capacity: number) {}
+
+  /** Takes a slot for `res` until it closes; false when none is free. */
+  take(res: Response): boolean {
+    if (this.used >= this.capacity) return false;
+    this.used++;
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      this.used--;
+    };
+    res.once('close', release);
+    if (res.closed || res.destroyed) release();
+    return true;
+  }
+}
+
+/** A cap's default as the settings table documents it, for routers built without one (tests). */
+export function defaultCap(name: 'maxDownloads' | 'maxStreams'): number {
+  return loadSettings([name], {}, {})[name];
+}
+
 function send(res: Response, event: string, data: unknown, id?: number): void {
   res.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
-export function eventsHandler(store: Store, hub: ProgressHub): RequestHandler<{ id: string }> {
+export function eventsHandler(store: Store, hub: ProgressHub, maxStreams = defaultCap('maxStreams')): RequestHandler<{ id: string }> {
+  const slots = new Slots(maxStreams);
   return (req, res) => {
     const first = store.getMatrix(req.params.id);
     if (!first) throw new FsbenchError('NOT_FOUND', `no matrix ${req.params.id}`);
+    if (!slots.take(res)) {
+      throw new FsbenchError(
+        'UNAVAILABLE',
+        `${slots.capacity} event streams are open, the most this coordinator serves at once (FSBENCH_MAX_STREAMS): try again in ${STREAM_RETRY_AFTER_S} s, or poll GET /v1/matrices/${first.id}`,
+        [],
+        { 'Retry-After': String(STREAM_RETRY_AFTER_S) },
+      );
+    }
     res.status(200).set({
       'Content-Type': 'text/event-stream; charset=utf-8',
       'Cache-Control': 'no-cache, no-transform',

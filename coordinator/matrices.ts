@@ -2,30 +2,21 @@
  * The `/v1/matrices` routes: submit (validate, expand, place, check the limits, store, enqueue),
  * list, show, cancel, results and progress events.
  */
-import { randomBytes } from 'node:crypto';
 import express, { Router, type Request } from 'express';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
-import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { formatDuration } from '../contract/units.js';
-import { liveAgents } from '../queue/registry.js';
+import { withDeadline } from './deadline.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
-import { resolveTargets, type Dispatcher } from './dispatch.js';
-import { estimateMatrixMs } from './estimate.js';
+import type { Dispatcher } from './dispatch.js';
 import { eventsHandler, isFinal, type ProgressHub } from './events.js';
-import { ANY_TARGET } from '../queue/jobs.js';
-import { ResultsQuery, writeResults } from './results-format.js';
+import { resultsHandler } from './results-format.js';
+import { Submissions, type Limits } from './submit.js';
+export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
 import { MATRIX_STATES, type MatrixRecord, type Store } from './store.js';
 import type { Redis } from 'ioredis';
 
-export interface Limits {
-  readonly maxBody: number;
-  readonly maxRuns: number;
-  readonly maxDuration: number;
-  readonly maxQueued: number;
-}
 
 export interface MatricesDeps {
   readonly store: Store;
@@ -35,27 +26,11 @@ export interface MatricesDeps {
   readonly prefix: string;
   readonly auth: AuthConfig;
   readonly limits: Limits;
-  readonly log: (line: string) => void;
+  /** Inside a request the line carries its id, path and principal; `fields` are for log pipelines. */
+  readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
 }
 
 const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml'];
-/** Redis calls on a request path give up after this long rather than hang while Redis is away. */
-const REDIS_DEADLINE_MS = 10_000;
-
-export async function withDeadline<T>(p: Promise<T>, what: string, ms = REDIS_DEADLINE_MS): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(new FsbenchError('UNAVAILABLE', `${what}: Redis did not answer within ${formatDuration(ms)}`, [], { 'Retry-After': '10' }));
-    }, ms);
-  });
-  try {
-    return await Promise.race([p, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const ListQuery = z
   .object({
     state: z.enum(MATRIX_STATES).optional(),
@@ -85,8 +60,8 @@ export function matricesRouter(d: MatricesDeps): Router {
   const router = Router();
   const read = requireRead(d.auth);
   const write = requireWrite(d.auth);
-  /** Enqueueing in progress per matrix, so a cancel waits for it before removing jobs. */
-  const enqueueing = new Map<string, Promise<unknown>>();
+  const submissions = new Submissions(d);
+  const { enqueueing } = submissions;
 
   const find = (id: unknown): MatrixRecord => {
     const m = typeof id === 'string' ? store.getMatrix(id) : undefined;
@@ -100,58 +75,9 @@ export function matricesRouter(d: MatricesDeps): Router {
     express.json({ limit: limits.maxBody, strict: false }),
     express.text({ type: YAML_TYPES, limit: limits.maxBody }),
     async (req, res) => {
-      const matrix = parseMatrix(matrixBody(req));
-      const cells = expandMatrix(matrix);
-      const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
-      const targets = resolveTargets(matrix.placement, agents);
-      const runs = cells.length * matrix.repetitions * targets.length;
-      if (runs > limits.maxRuns) {
-        throw new FsbenchError(
-          'MATRIX_TOO_LARGE',
-          `the matrix asks for ${runs} runs (${cells.length} cells x ${matrix.repetitions} repetitions x ${targets.length} hosts), more than this coordinator's limit of ${limits.maxRuns} (FSBENCH_MAX_RUNS)`,
-        );
-      }
-      const hosts = new Set(agents.map((a) => a.hostId)).size;
-      const parallel = targets[0]?.target === ANY_TARGET ? hosts : 1;
-      const estimatedMs = estimateMatrixMs(cells, matrix.repetitions + matrix.warmup, parallel);
-      if (estimatedMs > limits.maxDuration) {
-        throw new FsbenchError(
-          'MATRIX_TOO_LONG',
-          `the matrix would take about ${formatDuration(estimatedMs)}, more than this coordinator's limit of ${formatDuration(limits.maxDuration)} (FSBENCH_MAX_DURATION): split it or shorten its runs`,
-        );
-      }
-      const waiting = await withDeadline(dispatcher.waiting([ANY_TARGET, ...targets.map((t) => t.target)]), 'counting the queued runs');
-      if (waiting + runs > limits.maxQueued) {
-        throw new FsbenchError(
-          'QUEUE_FULL',
-          `${waiting} runs are waiting and this matrix adds ${runs}, more than the limit of ${limits.maxQueued} (FSBENCH_MAX_QUEUED): try again later`,
-          [],
-          { 'Retry-After': '60' },
-        );
-      }
-      const id = randomBytes(8).toString('hex');
-      store.createMatrix({ id, spec: matrix, targets, cells, expectedRuns: runs, estimatedMs });
-      const request = { matrixId: id, cells, repetitions: matrix.repetitions, warmup: matrix.warmup, targets };
-      const enqueue = dispatcher.enqueue({ ...request, stillWanted: () => store.getMatrix(id)?.state !== 'cancelled' });
-      enqueueing.set(id, enqueue);
-      try {
-        await withDeadline(enqueue, 'enqueueing the runs');
-        store.markEnqueued(id);
-      } catch (err) {
-        store.deleteMatrix(id);
-        void dispatcher.cancel(request).catch(() => undefined);
-        throw err;
-      } finally {
-        enqueueing.delete(id);
-      }
-      const m = find(id);
-      d.log(`matrix ${id} (${matrix.name}): ${cells.length} cells, ${runs} runs on ${targets.map((t) => t.machine ?? t.target).join(', ')}`);
-      res.status(202).location(`/v1/matrices/${id}`).json({
-        ...summaryOf(m),
-        estimatedDurationMs: estimatedMs,
-        estimatedDuration: formatDuration(estimatedMs),
-        ...(agents.length === 0 ? { warnings: ['no agent is live: the runs wait in the queue until one starts'] } : {}),
-      });
+      const key = Submissions.key(req.get('idempotency-key'));
+      const answer = await submissions.submit(matrixBody(req), key);
+      res.status(answer.status).location(answer.location).json(answer.body);
     },
   );
 
@@ -172,16 +98,11 @@ export function matricesRouter(d: MatricesDeps): Router {
     const request = { matrixId: m.id, cells: store.cells(m.id), repetitions: m.spec.repetitions, warmup: m.spec.warmup, targets: m.targets };
     const removed = await withDeadline(dispatcher.cancel(request), 'removing the queued runs');
     hub.changed([m.id]);
-    d.log(`matrix ${m.id} cancelled: ${removed} queued runs removed`);
+    d.log(`matrix ${m.id} cancelled: ${removed} queued runs removed`, { event: 'matrix.cancelled', matrixId: m.id, removedRuns: removed });
     res.json({ ...summaryOf(find(m.id)), removedRuns: removed });
   });
 
-  router.get('/:id/results', read, (req, res) => {
-    const q = ResultsQuery.parse(req.query);
-    const m = find(req.params.id);
-    writeResults(res, store, m, summaryOf(m), q);
-  });
-
-  router.get('/:id/events', read, eventsHandler(store, hub));
+  router.get('/:id/results', read, resultsHandler(store, d.limits.maxDownloads));
+  router.get('/:id/events', read, eventsHandler(store, hub, d.limits.maxStreams));
   return router;
 }

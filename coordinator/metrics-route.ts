@@ -20,7 +20,11 @@ export interface MetricsSnapshot {
 export interface MetricsDeps {
   /** Read at every scrape. */
   readonly snapshot: () => MetricsSnapshot | Promise<MetricsSnapshot>;
-  /** The coordinator's read guard; open when omitted (Prometheus rarely sends tokens). */
+  /**
+   * The coordinator's read guard (requireRead), so FSBENCH_READ_AUTH=token closes /metrics too;
+   * Prometheus sends the token with `authorization: { credentials_file: ... }` in its scrape
+   * config. Open when omitted.
+   */
   readonly read?: RequestHandler;
   /** Also export Node's process metrics (event loop lag, heap, GC); default true. */
   readonly processMetrics?: boolean;

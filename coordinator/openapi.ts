@@ -14,6 +14,7 @@ import { NoopMetrics } from '../contract/workloads/noop.js';
 import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
+import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results-format.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -99,13 +100,19 @@ export function openApiDocument(version: string): JsonSchema {
             { name: 'format', in: 'query', schema: { enum: FORMAT_NAMES } },
             { name: 'table', in: 'query', schema: { enum: ['cells', 'runs'] } },
             { name: 'histograms', in: 'query', schema: { enum: ['0', '1', 'false', 'true'] } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: RESULTS_PAGE_MAX, default: RESULTS_PAGE_DEFAULT }, description: 'runs in this JSON page' },
+            { name: 'cursor', in: 'query', schema: { type: 'string' }, description: "the previous page's `next`" },
           ],
           responses: {
             '200': {
-              description: '{ matrix, report, runs }',
-              content: json({ type: 'object', required: ['matrix', 'report', 'runs'], properties: { matrix: { type: 'object' }, report: ref('Report'), runs: { type: 'array' } } }),
+              description: '{ matrix, report, runs, next }: `report` on the first page only; `next` is the cursor of the following page, or null',
+              content: json({
+                type: 'object',
+                required: ['matrix', 'runs', 'next'],
+                properties: { matrix: { type: 'object' }, report: ref('Report'), runs: { type: 'array' }, next: { type: ['string', 'null'] } },
+              }),
             },
-            ...errors(400, 404),
+            ...errors(400, 404, 503),
           },
         },
       },
@@ -113,7 +120,7 @@ export function openApiDocument(version: string): JsonSchema {
         parameters: [idParam],
         get: {
           summary: 'Server-sent progress events: `progress` snapshots, then `end`',
-          responses: { '200': { description: 'event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(404) },
+          responses: { '200': { description: 'event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(404, 503) },
         },
       },
       '/v1/agents': { get: { summary: 'Live agents with their fingerprints', responses: { '200': { description: '{ hosts, agents }' } } } },
@@ -139,8 +146,7 @@ export function openApiDocument(version: string): JsonSchema {
           requestBody: {
             required: true,
             content: {
-              'application/x-ndjson': { schema: { type: 'string', description: 'one RunResult per line' } },
-              ...json({ type: 'object', required: ['runs'], properties: { runs: { type: 'array', items: ref('RunResult') } } }),
+              'application/x-ndjson': { schema: { type: 'string', description: 'one RunResult per line (also as application/jsonl)' } },
             },
           },
           responses: {

@@ -11,6 +11,7 @@ import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher } from './dispatch.js';
 import { HostWatch } from './hosts.js';
 import { ProgressHub } from './events.js';
+import { loggerOf, logTo, type LogSink } from './log.js';
 import { awaitRedis, connectRedis } from '../queue/redis.js';
 import { Store } from './store.js';
 
@@ -28,6 +29,12 @@ export interface CoordinatorSettings {
   readonly maxDuration: number;
   readonly maxQueued: number;
   readonly hostTimeout: number;
+  /** FSBENCH_WRITE_LIMIT; writes are not limited when not given (tests that embed a coordinator). */
+  readonly writeLimit?: number;
+  /** FSBENCH_MAX_DOWNLOADS; the settings table's default when omitted. */
+  readonly maxDownloads?: number;
+  /** FSBENCH_MAX_STREAMS; the settings table's default when omitted. */
+  readonly maxStreams?: number;
 }
 
 export interface RunningCoordinator {
@@ -41,13 +48,16 @@ const COLLECT_POLL_MS = 100;
 /** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
 const HOST_CHECK_MS = 10_000;
 
-export async function startCoordinator(s: CoordinatorSettings, log: (line: string) => void): Promise<RunningCoordinator> {
+/** `sink` receives every log line: a pino logger, or a function given each JSON line. */
+export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): Promise<RunningCoordinator> {
+  const logger = loggerOf(sink, 'coordinator');
+  const log = logTo(logger);
   const redis = connectRedis(s.redisUrl, 'fsbench-coordinator');
   await awaitRedis(redis, s.redisUrl, log);
-  const store = Store.open(s.dataDir);
+  const store = Store.open(s.dataDir, logTo(logger.child({ component: 'store' }), 'warn'));
   const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued);
   const hub = new ProgressHub(store);
-  const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix });
+  const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix, auth: { token: s.token, readAuth: s.readAuth } });
   /**
    * Queues every run of a matrix that is not stored. Job ids are deterministic, so runs still
    * queued are not doubled; a run whose report is still on its way runs again, and the second
@@ -65,7 +75,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
       skip: store.storedRunKeys(id),
     });
     store.markEnqueued(id);
-    log(`matrix ${id}: ${what} (${added} jobs, existing ones kept)`);
+    log(`matrix ${id}: ${what} (${added} jobs, existing ones kept)`, { event: 'matrix.requeued', matrixId: id, jobs: added });
   };
   const collector = new Collector({
     store,
@@ -84,7 +94,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
         if (m.targets.some((t) => t.target === target)) await requeue(m.id, 'queued again the runs whose reports were lost');
       }
     },
-    log,
+    log: logTo(logger.child({ component: 'collector' })),
     pollMs: COLLECT_POLL_MS,
   });
   collector.start();
@@ -97,7 +107,7 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     onChange: (ids) => {
       hub.changed(ids);
     },
-    log,
+    log: logTo(logger.child({ component: 'hosts' })),
   });
   let hostCheck: Promise<void> | undefined;
   const hostTimer = setInterval(() => {
@@ -121,8 +131,10 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
     redis,
     prefix: s.queuePrefix,
     auth,
-    limits: { maxBody: s.maxBody, maxRuns: s.maxRuns, maxDuration: s.maxDuration, maxQueued: s.maxQueued },
+    limits: { maxBody: s.maxBody, maxRuns: s.maxRuns, maxDuration: s.maxDuration, maxQueued: s.maxQueued, maxDownloads: s.maxDownloads, maxStreams: s.maxStreams },
     log,
+    logger,
+    writeLimit: s.writeLimit,
     metrics,
   });
   const server = await new Promise<Server>((resolve, reject) => {
@@ -134,7 +146,11 @@ export async function startCoordinator(s: CoordinatorSettings, log: (line: strin
   const address = server.address();
   const port = typeof address === 'object' && address !== null ? address.port : s.port;
   const url = `http://${s.host.includes(':') ? `[${s.host}]` : s.host}:${port}`;
-  log(`coordinator listening on ${url}; ${describeAuth(auth)}; database ${s.dataDir}`);
+  log(`coordinator listening on ${url}; ${describeAuth(auth)}; database ${s.dataDir}`, {
+    event: 'coordinator.started',
+    url,
+    writeLimitPerMinute: s.writeLimit ?? null,
+  });
 
   let stopping: Promise<void> | undefined;
   return {

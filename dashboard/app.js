@@ -266,7 +266,8 @@ function notesList(report) {
 }
 
 async function matrixView(id) {
-  const [detail, results] = await Promise.all([api(`/v1/matrices/${encodeURIComponent(id)}`), api(`/v1/matrices/${encodeURIComponent(id)}/results`)]);
+  // Only the report is drawn, and it comes whole with the first page: ask for the smallest page of runs.
+  const [detail, results] = await Promise.all([api(`/v1/matrices/${encodeURIComponent(id)}`), api(`/v1/matrices/${encodeURIComponent(id)}/results?limit=1`)]);
   const progress = h('span', {}, progressBar(detail.progress.stored, detail.progress.expected));
   const state = h('span', {}, stateBadge(detail.state));
   if (detail.state === 'queued' || detail.state === 'running') {

@@ -20,7 +20,19 @@ const REDIS_START_WAIT_MS = 30_000;
  * Waits for Redis at start (it may be starting alongside, as in a compose file), saying so in
  * the log, and stops the process with one line if it never answers.
  */
-export async function awaitRedis(redis: Redis, url: string, log: (line: string) => void): Promise<void> {
+/** A Redis URL as it may be shown in a log or an error: its password, if any, replaced. */
+export function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = 'redacted';
+    return u.toString();
+  } catch {
+    return '(the REDIS_URL given)';
+  }
+}
+
+export async function awaitRedis(redis: Redis, rawUrl: string, log: (line: string) => void): Promise<void> {
+  const url = shownUrl(rawUrl);
   const told = setTimeout(() => {
     log(`Redis at ${url} does not answer yet; waiting up to ${REDIS_START_WAIT_MS / 1000} s`);
   }, 2000);

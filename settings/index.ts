@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
+import { Label } from '../contract/fingerprint.js';
 import { formatDuration, formatSize, parseDuration, parseSize } from '../contract/units.js';
 
 interface Setting<T extends z.ZodType> {
@@ -16,6 +17,8 @@ interface Setting<T extends z.ZodType> {
   /** Shown in docs; the schema's own default is what applies. */
   readonly default: string;
   readonly doc: string;
+  /** Its value is a secret: never shown in an error (nor a log), even when it is malformed. */
+  readonly secret?: boolean;
 }
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -57,6 +60,8 @@ export const SETTINGS = {
     flag: '--redis-url <url>',
     schema: z.url({ protocol: /^rediss?$/ }).default('redis://127.0.0.1:6379'),
     default: 'redis://127.0.0.1:6379',
+    // It may carry a password (redis://:secret@host): a malformed one is not shown.
+    secret: true,
     doc: 'Redis that carries the job queues (coordinator and agents).',
   },
   port: {
@@ -76,9 +81,15 @@ export const SETTINGS = {
   token: {
     env: 'FSBENCH_TOKEN',
     flag: '--token <token>',
-    schema: z.string().min(16, 'must be at least 16 characters').optional(),
+    // It travels as `Authorization: Bearer <token>`: a space or a non-ASCII character could never match.
+    schema: z
+      .string()
+      .min(16, 'must be at least 16 characters')
+      .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (it is sent in an HTTP header)')
+      .optional(),
     default: '(none: writes only from loopback)',
     doc: 'Bearer token required by mutating endpoints, and sent by the CLI.',
+    secret: true,
   },
   dataDir: {
     env: 'FSBENCH_DATA_DIR',
@@ -108,7 +119,7 @@ export const SETTINGS = {
       .string()
       .default('')
       .transform((s) => s.split(',').map((l) => l.trim()).filter((l) => l !== ''))
-      .pipe(z.array(z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'each label must be 1-64 letters, digits or . _ : -')).max(32)),
+      .pipe(z.array(Label).max(32)),
     default: '(none)',
     doc: "Comma-separated labels a matrix's placement can select.",
   },
@@ -177,6 +188,15 @@ export const SETTINGS = {
     default: 'open',
     doc: '`open`: anyone who reaches the coordinator may read; `token`: reads need the bearer token too.',
   },
+  writeLimit: {
+    env: 'FSBENCH_WRITE_LIMIT',
+    flag: '--write-limit <n>',
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(60),
+    default: '60',
+    doc:
+      'Most writes (submissions, cancellations, uploads) one client address may send the coordinator per minute; more are refused with 429 ' +
+      "and `Retry-After`. 0 turns the limit off. Behind a reverse proxy every client shares the proxy's address.",
+  },
   maxBody: {
     env: 'FSBENCH_MAX_BODY',
     flag: '--max-body <size>',
@@ -205,6 +225,20 @@ export const SETTINGS = {
     default: '200000',
     doc: "Most runs waiting in the queues; a submission that would exceed it is refused with 503. Also sizes the queues' event streams, which carry the runs' reports (10 events per run).",
   },
+  maxDownloads: {
+    env: 'FSBENCH_MAX_DOWNLOADS',
+    flag: '--max-downloads <n>',
+    schema: z.coerce.number().int().min(1).max(1000).default(8),
+    default: '8',
+    doc: 'Most results requests (`GET /v1/matrices/:id/results`, any format, one page each) answered at once; more are refused with 503 and `Retry-After`.',
+  },
+  maxStreams: {
+    env: 'FSBENCH_MAX_STREAMS',
+    flag: '--max-streams <n>',
+    schema: z.coerce.number().int().min(1).max(100_000).default(256),
+    default: '256',
+    doc: 'Most progress event streams (`GET /v1/matrices/:id/events`) open at once; more are refused with 503 and `Retry-After`.',
+  },
 } as const satisfies Record<string, Setting<z.ZodType>>;
 
 type Settings = typeof SETTINGS;
@@ -229,7 +263,9 @@ export function loadSettings<K extends SettingName>(
     if (!r.success) {
       const why = r.error.issues.map((i) => i.message).join('; ');
       const source = fromFlag !== undefined ? s.flag.split(' ')[0] : s.env;
-      throw new FsbenchError('CONFIG_INVALID', `${source ?? s.env} ${JSON.stringify(raw)} is invalid: ${why}`);
+      // A malformed secret is most often a real one mistyped: the message must not carry it.
+      const value = s.secret === true ? '(value not shown: it is secret)' : JSON.stringify(raw);
+      throw new FsbenchError('CONFIG_INVALID', `${source ?? s.env} ${value} is invalid: ${why}`);
     }
     out[name] = r.data;
   }

@@ -17,10 +17,8 @@ import { render } from '../report/export/index.js';
 import { compareRouter, resultsUploadRouter } from '../coordinator/compare-routes.js';
 import { storeResultSink, storeRunSource } from '../coordinator/store-adapter.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
-import { FsbenchError } from '../contract/errors.js';
 import { errorHandler } from '../coordinator/errors.js';
-import { ResultsQuery, writeResults } from '../coordinator/results-format.js';
-import { summaryOf } from '../coordinator/views.js';
+import { resultsHandler } from '../coordinator/results-format.js';
 import { Store } from '../coordinator/store.js';
 import { runCli, tempDir } from './helpers/local.js';
 
@@ -192,11 +190,7 @@ describe('GET /v1/compare and POST /v1/results on the coordinator store', () => 
   app.use(resultsUploadRouter({ sink: storeResultSink(store) }));
   app.use(compareRouter({ source: storeRunSource(store) }));
   // The coordinator's own results answer (its matrices router needs Redis; this route does not).
-  app.get('/v1/matrices/:id/results', (req, res) => {
-    const m = store.getMatrix(req.params.id);
-    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${req.params.id}`);
-    writeResults(res, store, m, summaryOf(m), ResultsQuery.parse(req.query));
-  });
+  app.get('/v1/matrices/:id/results', resultsHandler(store));
   app.use(errorHandler(() => undefined));
   let server: ReturnType<typeof app.listen> | undefined;
   let base = '';
@@ -222,11 +216,10 @@ describe('GET /v1/compare and POST /v1/results on the coordinator store', () => 
     expect(again.status).toBe(200);
     expect(await again.json()).toMatchObject({ stored: 0, duplicates: 36 });
 
-    const second = await fetch(`${base}/v1/results`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ runs: candidateRuns() }),
-    });
+    // JSON Lines is the upload's only media type: a plain JSON body is refused and stores nothing.
+    const asJson = await post(JSON.stringify({ runs: candidateRuns() }), 'application/json');
+    expect(asJson.status).toBe(415);
+    const second = await post(ndjson(candidateRuns()), 'application/jsonl');
     expect(second.status).toBe(201);
     const b = (await second.json()) as { matrices: { id: string }[] };
     const idA = a.matrices[0]?.id ?? '';

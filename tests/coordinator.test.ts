@@ -144,7 +144,8 @@ describe('auth', () => {
     const c = await coordinator();
     expect((await post(c.url, noop())).status).toBe(202);
     const guard = requireWrite({ token: undefined, readAuth: 'open' });
-    const from = (address: string) => ({ socket: { remoteAddress: address }, method: 'POST', path: '/v1/matrices', get: () => undefined }) as unknown as Request;
+    const get = (name: string) => (name === 'host' ? '127.0.0.1:8080' : undefined);
+    const from = (address: string) => ({ socket: { remoteAddress: address }, method: 'POST', path: '/v1/matrices', get }) as unknown as Request;
     const res = null as unknown as Response;
     let passed = 0;
     guard(from('::ffff:127.0.0.1'), res, () => passed++);

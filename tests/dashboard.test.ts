@@ -202,6 +202,7 @@ describe('dashboard in headless Chromium', () => {
       holdsHostLock: false,
       currentRun: null,
       runsDone: 42,
+      warmupsDone: 3,
       fingerprint: syntheticFingerprint({ machine: 'laptop', l3Bytes: 8 * MiB }),
     });
 
@@ -300,9 +301,9 @@ describe('dashboard in headless Chromium', () => {
     };
     storeSome(0, 2);
     // The stream may connect after the first change: its first event is a full snapshot anyway.
-    await page().waitForFunction(`/running\\s*2\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    await browser.waitFor(`/running\\s*2\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
     storeSome(2, 4);
-    await page().waitForFunction(`/done\\s*4\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
+    await browser.waitFor(`/done\\s*4\\/4/.test(document.querySelector('tr[data-matrix="live0001"]')?.textContent ?? '')`);
     expect(problems()).toEqual([]);
   });
 });

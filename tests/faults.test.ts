@@ -355,7 +355,7 @@ describe('the coordinator down while thousands of runs complete', () => {
       const second = await coordinator(s);
       const done = await waitState(second.client, id, (m) => m.state === 'done');
       expect(done.progress).toMatchObject({ stored: 6000, expected: 6000 });
-      expectEachRunOnce((await second.client.json('GET', `/v1/matrices/${id}/results`)) as Results, 1000, 6);
+      expectEachRunOnce((await second.client.json('GET', `/v1/matrices/${id}/results?limit=10000`)) as Results, 1000, 6);
       // What is stored leaves Redis (trimmed by whole stream nodes, so a few may remain).
       await sleep(500);
       expect(await client.xlen(events)).toBeLessThan(500);

@@ -17,6 +17,11 @@ export interface Browser {
   readonly problems: string[];
   /** Loads `base/hash` and waits until the dashboard says the view `hash` names is ready. */
   open(base: string, hash: string): Promise<void>;
+  /**
+   * Waits until the JavaScript expression is truthy in the page. Not page.waitForFunction: that
+   * polls with eval() in the page, which the coordinator's Content-Security-Policy forbids.
+   */
+  waitFor(expression: string, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -39,13 +44,22 @@ export async function openBrowser(): Promise<Browser> {
     // Leaving a page closes its event streams: that is not a failure of the page.
     if (!r.url().endsWith('/events')) problems.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ''}`);
   });
+  // page.evaluate runs the expression through the DevTools protocol, which the page's CSP does not govern.
+  const waitFor = async (expression: string, timeoutMs = 30_000): Promise<void> => {
+    const end = Date.now() + timeoutMs;
+    while (!(await page.evaluate<unknown>(expression))) {
+      if (Date.now() > end) throw new Error(`timed out waiting for ${expression} in the page`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
   return {
     page,
     problems,
+    waitFor,
     async open(base, hash) {
       await page.goto(`${base}/${hash}`);
       const view = hash.replace(/^#/, '').split('?')[0] || '/';
-      await page.waitForFunction(`['${view}', 'error'].includes(document.body.dataset.ready)`);
+      await waitFor(`['${view}', 'error'].includes(document.body.dataset.ready)`);
       expect(await page.evaluate('document.body.dataset.ready')).toBe(view);
     },
     async close() {
