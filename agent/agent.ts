@@ -12,18 +12,19 @@ import { FsbenchError } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
 import { fingerprintsKey, warmedKey } from '../queue/keys.js';
-import { awaitRedis, connectRedis } from '../queue/redis.js';
+import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
+import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
 import { Heartbeat } from './heartbeat.js';
 import { HostLock } from './host-lock.js';
 import type { AgentStatus } from '../queue/registry.js';
 import { RunExecutor } from './run-job.js';
+import { loadJobVerifier } from '../queue/signing.js';
 
-export interface AgentSettings {
-  readonly redisUrl: string;
+export interface AgentSettings extends RedisChannel {
   readonly queuePrefix: string;
   readonly machine: string | undefined;
   readonly labels: readonly string[];
@@ -33,6 +34,14 @@ export interface AgentSettings {
   readonly stallTimeout: number;
   readonly maxAttempts: number;
   readonly stopGrace: number;
+  /** FSBENCH_JOURNAL_DIR: the host's journal, shared by every agent of the host (default: in the scratch directory). */
+  readonly journalDir?: string | undefined;
+  /** FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES (defaults: DEFAULT_BUDGET). */
+  readonly allowedTargets?: readonly string[];
+  readonly maxQueuedEvents?: number;
+  readonly maxWatches?: number;
+  /** FSBENCH_JOB_KEY: the coordinator's public key (PEM or a file); without it the agent does not start. */
+  readonly jobKey: string | undefined;
 }
 
 export interface RunningAgent {
@@ -56,6 +65,8 @@ async function kernelBootId(): Promise<string> {
 }
 
 export async function startAgent(s: AgentSettings, log: (line: string) => void): Promise<RunningAgent> {
+  // First of all: an agent that cannot tell its coordinator's jobs from forged ones runs none.
+  const jobKey = await loadJobVerifier(s.jobKey);
   const hostId = s.hostId ?? (await kernelBootId());
   const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
@@ -65,9 +76,14 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();
-  const journal = await Journal.open(path.join(s.scratch, 'journal'));
-  const redis: Redis = connectRedis(s.redisUrl, `fsbench-agent-${agentId}`);
-  await awaitRedis(redis, s.redisUrl, log);
+  const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [] });
+  const budget: HostBudget = {
+    allowedTargets: s.allowedTargets ?? DEFAULT_BUDGET.allowedTargets,
+    maxQueuedEvents: s.maxQueuedEvents ?? DEFAULT_BUDGET.maxQueuedEvents,
+    maxWatches: s.maxWatches ?? DEFAULT_BUDGET.maxWatches,
+  };
+  const redis: Redis = connectRedis(s, `fsbench-agent-${agentId}`);
+  await awaitRedis(redis, s, log);
   const startedAt = new Date().toISOString();
   const hardStop = new AbortController();
 
@@ -79,8 +95,10 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     ttlMs: 5 * s.heartbeat,
     pollMs,
     maxHoldMs: 10 * s.heartbeat,
+    log,
     onAcquired: async () => {
-      for (const line of await journal.recover()) log(`restored what a dead run left: ${line}`);
+      // The journal is the host's: entries of agents in other containers are a dead run's once the lock is ours.
+      for (const line of await journal.recover({ holdsHostLock: true })) log(`restored what a dead run left: ${line}`);
       const swept = await sandbox?.recover(s.scratch).catch((err: unknown) => {
         log(`sandbox sweep failed: ${err instanceof Error ? err.message : String(err)}`);
         return [];
@@ -95,7 +113,9 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   const warmedHere = new Set<string>();
   const exec: RunExecutor = new RunExecutor({
     lock,
+    jobKey,
     journal,
+    budget,
     scratchDir: s.scratch,
     fingerprint: () => fingerprint,
     hardStop: hardStop.signal,
@@ -181,7 +201,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
         recovering = undefined;
       });
   }, s.heartbeat);
-  log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}) waiting for runs`);
+  log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}) waiting for runs signed with ${jobKey.fingerprint}`);
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {

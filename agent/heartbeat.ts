@@ -1,6 +1,7 @@
 /**
- * The agent's pulse: every beat rewrites its registry entry (fingerprint, labels, current run)
- * and extends its host lock. A beat that cannot reach Redis is logged and retried at the next
+ * The agent's pulse: every beat rewrites its registry entry (fingerprint, labels, current run),
+ * which Redis stamps with its own time (liveness never depends on this machine's clock), and
+ * extends its host lock. A beat that cannot reach Redis is logged and retried at the next
  * one; the host lock's local deadline decides when a run must be abandoned meanwhile.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,10 +20,17 @@ export interface HeartbeatOptions {
   readonly log: (line: string) => void;
 }
 
+/**
+ * A clock further off the Redis server's than this is logged: liveness does not care, but the
+ * timestamps in this agent's results are off by as much.
+ */
+const SKEW_WARNING_MS = 60_000;
+
 export class Heartbeat {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private failing = false;
+  private skewLogged = false;
 
   constructor(private readonly opts: HeartbeatOptions) {}
 
@@ -42,7 +50,13 @@ export class Heartbeat {
     const { redis, prefix, lock } = this.opts;
     try {
       await lock.refresh(this.opts.busy());
-      await writeStatus(redis, prefix, this.opts.status());
+      const status = this.opts.status();
+      const serverMs = await writeStatus(redis, prefix, status);
+      const skew = Date.parse(status.lastHeartbeat) - serverMs;
+      if (Math.abs(skew) > SKEW_WARNING_MS && !this.skewLogged) {
+        this.opts.log(`heartbeat: this machine's clock is ${Math.round(skew / 1000)} s off the Redis server's; liveness is judged by Redis, but results' timestamps carry this clock (run NTP)`);
+        this.skewLogged = true;
+      }
       if (this.failing) this.opts.log('heartbeat: Redis reachable again');
       this.failing = false;
     } catch (err) {

@@ -15,16 +15,22 @@ import { errorLine } from '../contract/errors.js';
 import { fingerprintHash, type MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
+import type { HostBudget } from '../runner/host-budget.js';
 import { runCell } from '../runner/run-cell.js';
 import type { Journal } from '../host/journal.js';
-import { RunJob, type RunReport } from '../queue/jobs.js';
+import { QueuedRunJob, type RunJob, type RunReport } from '../queue/jobs.js';
+import type { JobVerifier } from '../queue/signing.js';
 import type { WorkloadRunner } from '../workloads/workload.js';
 import type { HostLock } from './host-lock.js';
 import type { CurrentRun } from '../queue/registry.js';
 
 export interface RunJobDeps {
   readonly lock: HostLock;
+  /** The coordinator's public key: a job it did not sign is refused before anything runs. */
+  readonly jobKey: JobVerifier;
   readonly journal: Journal;
+  /** What this host lets a cell take; a cell asking for more is a failed run with the refusal's code. */
+  readonly budget?: HostBudget;
   readonly scratchDir: string;
   readonly fingerprint: () => MachineFingerprint;
   /** Aborted when the agent must stop taking the lock and abandon what it runs. */
@@ -74,13 +80,20 @@ export class RunExecutor {
    * runs are abandoned through `abandon()` and `hardStop`.
    */
   readonly process = async (job: Job<unknown, unknown>): Promise<RunReport> => {
-    const parsed = RunJob.safeParse(job.data);
+    const parsed = QueuedRunJob.safeParse(job.data);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(job)'}: ${i.message}`).join('; ');
       // BullMQ keeps only the message (as the job's failedReason): the code goes in it, as the CLI prints it.
       throw new UnrecoverableError(errorLine('JOB_INVALID', `job ${job.id ?? '?'} is not a valid run job: ${why}; run agents and coordinator of one fsbench version`));
     }
-    const data = parsed.data;
+    const { signature, ...data } = parsed.data;
+    // Before the slot, the lock, warmups or the journal: a forged job touches nothing on this host.
+    if (signature === undefined || !this.deps.jobKey.verify(data, signature)) {
+      const what = signature === undefined ? 'carries no signature' : `is not signed by the coordinator key ${this.deps.jobKey.fingerprint}`;
+      throw new UnrecoverableError(
+        errorLine('JOB_UNSIGNED', `job ${job.id ?? '?'} ${what}: refused without running it (written to Redis by someone without the coordinator's key, or FSBENCH_JOB_KEY is another coordinator's)`),
+      );
+    }
     const release = await this.takeSlot();
     try {
       const { fingerprint, ...result } = await this.runOne(data);
@@ -211,6 +224,7 @@ export class RunExecutor {
     const ctx = {
       scratchDir: this.deps.scratchDir,
       journal: this.deps.journal,
+      ...(this.deps.budget ? { budget: this.deps.budget } : {}),
       signal,
       ...(this.deps.sandbox ? { sandbox: this.deps.sandbox } : {}),
       log: (line: string) => {

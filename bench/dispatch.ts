@@ -22,10 +22,13 @@
  * measure nothing on the kernel, so they never take the host lock and both variants run two at
  * a time; the variants differ in the queues and locks the agents look at.
  *
+ * Then the coordinator's CPU per run with `placement: all` over 2 and over 100 simulated hosts,
+ * side by side (host-scaling.ts; `--scale-hosts 2,100 --scale-runs 2000 --scale-rounds 3`, and
+ * `--only hosts` for that part alone, kept beside the figures already in `--out`).
+ *
  * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
  * there (open them in Chrome's DevTools); the processes run slower while profiled.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -38,8 +41,11 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { connectRedis } from '../queue/redis.js';
+import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
+import { agentsProcess, measureHostScaling } from './host-scaling.js';
 import { measureRetention } from './retention.js';
+import { child as nodeChild, stopChild, waitOutput, type Child } from '../tests/fixtures/processes.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
@@ -86,31 +92,9 @@ async function bareWorker(redisUrl: string, prefix: string): Promise<void> {
 /** Node flags for the coordinator and agent processes (`--profile DIR` adds --cpu-prof). */
 let childNodeFlags: string[] = [];
 
-function child(args: string[], env: Record<string, string> = {}): { proc: ChildProcess; output: () => string } {
-  let out = '';
-  const proc = spawn(process.execPath, [...childNodeFlags, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const collect = (d: Buffer) => {
-    out += d.toString();
-  };
-  proc.stdout.on('data', collect);
-  proc.stderr.on('data', collect);
-  return { proc, output: () => out };
-}
-
-async function waitOutput(output: () => string, re: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const m = re.exec(output());
-    if (m) return m;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${String(re)}:\n${output()}`);
-    await sleep(20);
-  }
-}
-
-async function stopChild(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null) return;
-  p.kill('SIGTERM');
-  await new Promise((r) => p.once('exit', r));
+/** A node child with this run's profiling flags (`--profile`). */
+function child(args: string[], env: Record<string, string> = {}): Child {
+  return nodeChild(args, env, childNodeFlags);
 }
 
 async function bare(redisUrl: string, n: number, when: string, workers: number): Promise<Side & { workers: number; setup: string; cpuSeconds: { workers: number; redis: number } }> {
@@ -182,10 +166,17 @@ async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: numbe
 async function fsbench(redisUrl: string, n: number, hosts: number) {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-'));
   const prefix = `bench-fsbench-${hosts}`;
-  const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
+  // The coordinator's key made first, so the agents can be given its public key.
+  await writeNewJobKey(dataDir);
+  const env = {
+    REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch'),
+    FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+  };
   const coord = child([CLI, 'coordinator'], env);
   const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
-  const agents = [0, 1].map((i) => child([CLI, 'agent'], { ...env, FSBENCH_MACHINE: `agent${i}`, ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}) }));
+  const agents = [0, 1].map((i) =>
+    child([CLI, 'agent'], { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), FSBENCH_MACHINE: `agent${i}`, ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}) }),
+  );
   for (const a of agents) await waitOutput(a.output, /waiting for runs/);
   const client = new CoordinatorClient(url);
   const redisClient = connectRedis(redisUrl, 'bench-cpu');
@@ -257,6 +248,12 @@ async function main(): Promise<void> {
       rounds: { type: 'string', default: '3' },
       hosts: { type: 'string', default: '1' },
       'bare-workers': { type: 'string', default: '1,2' },
+      'scale-hosts': { type: 'string', default: '2,100' },
+      'scale-runs': { type: 'string', default: '2000' },
+      'scale-rounds': { type: 'string', default: '3' },
+      only: { type: 'string', default: '' },
+      agents: { type: 'string', default: '1' },
+      first: { type: 'string', default: '0' },
       profile: { type: 'string', default: '' },
       out: { type: 'string', default: path.resolve(HERE, '..', '..', 'bench', 'results', 'dispatch.json') },
     },
@@ -265,13 +262,40 @@ async function main(): Promise<void> {
     await bareWorker(values.redis, values.prefix);
     return;
   }
+  if (values.role === 'agents') {
+    await agentsProcess(Number(values.agents), Number(values.first));
+    return;
+  }
   const [n = 0] = positiveInts('cells', values.cells);
   const [rounds = 0] = positiveInts('rounds', values.rounds);
   const hostsList = positiveInts('hosts', values.hosts);
   const bareList = positiveInts('bare-workers', values['bare-workers']);
   if (values.profile !== '') childNodeFlags = ['--cpu-prof', '--cpu-prof-dir', path.resolve(values.profile)];
+  const scaleHosts = positiveInts('scale-hosts', values['scale-hosts']);
+  const [scaleRuns = 0] = positiveInts('scale-runs', values['scale-runs']);
+  const [scaleRounds = 0] = positiveInts('scale-rounds', values['scale-rounds']);
   const redis = await startRedis();
+  const hostScaling = () => measureHostScaling(redis.url, CLI, fileURLToPath(import.meta.url), scaleHosts, scaleRuns, scaleRounds);
+  const printHostScaling = (h: Awaited<ReturnType<typeof hostScaling>>) => {
+    for (const hosts of scaleHosts) {
+      const sides = h.rounds.flatMap((r) => r.sides.filter((x) => x.hosts === hosts));
+      const perRun = median(sides.map((x) => x.coordinatorCpuMsPerRun));
+      const idle = median(sides.map((x) => x.coordinatorIdleCpuMsPerSecond));
+      process.stdout.write(`${scaleRuns} runs, placement all over ${hosts} hosts, median of ${scaleRounds}: coordinator CPU ${perRun} ms per run; idle ${idle} ms per second\n`);
+    }
+    process.stdout.write(`  ratio (coordinator CPU per run, ${scaleHosts.at(-1) ?? 0} hosts / ${scaleHosts[0] ?? 0}): median ${h.ratio.median}, rounds ${h.ratio.perRound.join(', ')}\n`);
+  };
   try {
+    if (values.only === 'hosts') {
+      // Only this part, kept beside the rest of an earlier full run's figures.
+      const h = await hostScaling();
+      const previous = z.record(z.string(), z.unknown()).parse(JSON.parse(await readFile(values.out, 'utf8').catch(() => '{}')));
+      mkdirSync(path.dirname(values.out), { recursive: true });
+      writeFileSync(values.out, `${JSON.stringify({ ...previous, hostScaling: { date: new Date().toISOString(), ...h } }, null, 2)}\n`);
+      printHostScaling(h);
+      process.stdout.write(`written to ${values.out}\n`);
+      return;
+    }
     // Rounds, each side by side, and medians over them: this machine is shared and noisy, and a
     // ratio is only fair between measurements made close together. Within a round the order
     // alternates, so drift during a round favours neither side.
@@ -295,6 +319,7 @@ async function main(): Promise<void> {
       results.push(r);
     }
     const retention = await measureRetention(redis.url, CLI, [Math.min(n, 2000), n, n, n]);
+    const scaling = await hostScaling();
     const ratios = hostsList.flatMap((hosts) =>
       bareList.map((workers) => {
         const perRound = results.map((r) => {
@@ -314,6 +339,7 @@ async function main(): Promise<void> {
       coordinatorPeakRssMiB: Math.max(...results.flatMap((r) => r.fsbench.map((x) => mib(x.coordinatorPeakRssBytes)))),
       coordinatorRssSamples: results[0]?.fsbench[0]?.coordinatorRssSamples ?? [],
       coordinatorRetention: retention,
+      hostScaling: { date: new Date().toISOString(), ...scaling },
     };
     mkdirSync(path.dirname(values.out), { recursive: true });
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
@@ -331,6 +357,7 @@ async function main(): Promise<void> {
     process.stdout.write(`  coordinator RSS peak ${report.coordinatorPeakRssMiB} MiB\n`);
     const heap = retention.heapAfterGcMiB.map((h) => `${h.heapMiB} MiB after ${h.runs} runs`).join(', ');
     process.stdout.write(`  coordinator heap after full collections: ${heap}\n`);
+    printHostScaling(scaling);
     process.stdout.write(`written to ${values.out}\n`);
   } finally {
     await redis.stop();

@@ -17,7 +17,7 @@
  * the environment sets them. Results go to bench/results/readers.json. This is a benchmark, not
  * a test: the machine is shared and its figures move with its neighbours.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -30,9 +30,11 @@ import { z } from 'zod';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { loadSettings } from '../settings/index.js';
+import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { Store, type StoredRun } from '../coordinator/store.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
 import { syntheticRunStream } from '../tests/fixtures/synthetic.js';
+import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
@@ -95,34 +97,6 @@ async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: numbe
   const status = await readFile(`/proc/${pid ?? 0}/status`, 'utf8').catch(() => '');
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
-}
-
-function child(args: string[], env: Record<string, string>): { proc: ChildProcess; output: () => string } {
-  let out = '';
-  const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const collect = (d: Buffer) => {
-    // Only the start matters (the listening line); a long run must not grow this without bound.
-    if (out.length < 1 << 20) out += d.toString();
-  };
-  proc.stdout.on('data', collect);
-  proc.stderr.on('data', collect);
-  return { proc, output: () => out };
-}
-
-async function waitOutput(output: () => string, re: RegExp, ms = 30_000): Promise<RegExpMatchArray> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const m = re.exec(output());
-    if (m) return m;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${String(re)}:\n${output()}`);
-    await sleep(20);
-  }
-}
-
-async function stopChild(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  p.kill('SIGTERM');
-  await new Promise((r) => p.once('exit', r));
 }
 
 /** 25 file counts x 16 buffer sizes x 5 writer counts = 2,000 cells (fewer with --cells). */
@@ -308,7 +282,9 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const runs = populate(dataDir, 'large', benchCells(cellCount), repetitions, buckets);
     process.stderr.write(`stored ${runs} runs in ${Math.round(performance.now() - t0)} ms\n`);
+    await writeNewJobKey(dataDir);
     const env = {
+      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
       REDIS_URL: redis.url,
       FSBENCH_QUEUE_PREFIX: 'bench-readers',
       FSBENCH_DATA_DIR: dataDir,

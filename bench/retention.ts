@@ -41,7 +41,7 @@ export async function measureRetention(redisUrl: string, cli: string, rounds: re
       maxAttempts: 3, maxBody: 16 * 2 ** 20, maxRuns: 100_000, maxDuration: 86_400_000, maxQueued: 200_000, hostTimeout: 600_000 },
     () => undefined,
   );
-  const env = { ...process.env, REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
+  const env = { ...process.env, REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_SCRATCH: path.join(dataDir, 'scratch'), FSBENCH_JOB_KEY: coordinator.jobKey.pem };
   const agents = [0, 1].map((i) => spawn(process.execPath, [cli, 'agent'], { env: { ...env, FSBENCH_MACHINE: `agent${i}` }, stdio: 'ignore' }));
   const client = new CoordinatorClient(coordinator.url);
   const heapAfterGcMiB: Retention['heapAfterGcMiB'][number][] = [];

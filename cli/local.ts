@@ -53,11 +53,15 @@ type RunFlags = {
   scratch?: string;
   machine?: string;
   labels?: string;
+  journalDir?: string;
+  allowedTargets?: string;
+  maxQueuedEvents?: string;
+  maxWatches?: string;
   progress: boolean;
 };
 
 async function runCommand(file: string, flags: RunFlags): Promise<void> {
-  const settings = loadSettings(['scratch', 'machine', 'labels'], flags);
+  const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'], flags);
   const matrix = await readMatrixFile(file);
   const cells = expandMatrix(matrix);
   // A missing native build is reported before any run starts, not as N failed runs.
@@ -85,6 +89,8 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
       matrix,
       cells,
       scratchDir: settings.scratch,
+      journalDir: settings.journalDir,
+      budget: { allowedTargets: settings.allowedTargets, maxQueuedEvents: settings.maxQueuedEvents, maxWatches: settings.maxWatches },
       fingerprint,
       signal: controller.signal,
       onResult: (run) => {
@@ -132,6 +138,10 @@ export function registerLocalCommands(program: Command): void {
     .option('-o, --out <file.jsonl>', 'write every measured run as one JSON line (the file is overwritten)')
     .addOption(new Option('-f, --format <format>', 'summary format on stdout').choices(FORMAT_NAMES).default('table'))
     .option('--scratch <dir>', 'where runs create files and mounts (FSBENCH_SCRATCH)')
+    .option('--journal-dir <dir>', 'the journal of host changes (FSBENCH_JOURNAL_DIR)')
+    .option('--allowed-targets <dirs>', 'directories besides the scratch directory a target may lie in (FSBENCH_ALLOWED_TARGETS)')
+    .option('--max-queued-events <n>', 'largest maxQueuedEvents a cell may set (FSBENCH_MAX_QUEUED_EVENTS)')
+    .option('--max-watches <n>', 'most inotify watches a run may add (FSBENCH_MAX_WATCHES)')
     .option('--machine <name>', 'display name of this machine (FSBENCH_MACHINE)')
     .option('--labels <a,b>', 'labels of this machine (FSBENCH_LABELS)')
     .option('--no-progress', 'do not print progress on stderr')

@@ -108,10 +108,10 @@ function age(iso: string): string {
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams'],
+    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams'],
+      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy'],
       opts,
     );
     // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's
@@ -126,10 +126,10 @@ export function registerRemoteCommands(program: Command): void {
 
   withSettings(
     program.command('agent').description('Run an agent: take runs from the queues and run them on this host'),
-    ['redisUrl', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace'],
+    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace'],
+      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'],
       opts,
     );
     const { startAgent } = await import('../agent/agent.js');

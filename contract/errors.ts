@@ -34,6 +34,7 @@ export const ERRORS = {
   MATRIX_TOO_LONG: { status: 422, exit: 2, doc: 'the matrix would take longer than FSBENCH_MAX_DURATION: split it or shorten its runs' },
   MATRIX_FILE_UNREADABLE: { status: 400, exit: 2, doc: 'the matrix file cannot be read' },
   CONFIG_INVALID: { status: 400, exit: 2, doc: 'a flag, a setting or an input file is invalid' },
+  REDIS_REFUSED: { status: 500, exit: 2, doc: 'Redis refused this process: a missing or wrong password or user (REDIS_URL, FSBENCH_REDIS_PASSWORD_FILE), or a TLS certificate that FSBENCH_REDIS_CA does not verify' },
   BODY_INVALID: { status: 400, exit: 2, doc: 'the request body or query is invalid; `issues` name each field' },
   PAYLOAD_TOO_LARGE: { status: 413, exit: 2, doc: 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, exit: 2, doc: 'the request body has a content type or encoding the endpoint does not take' },
@@ -67,9 +68,14 @@ export const ERRORS = {
   SANDBOX_UNAVAILABLE: { status: 500, exit: 1, doc: 'no Docker engine answers, so `container.*` cells cannot run' },
   SANDBOX_FAILED: { status: 500, exit: 1, doc: 'the run container failed' },
   TIMEOUT: { status: 504, exit: 1, doc: 'a run took longer than allowed and was stopped' },
+  // The agent's host protection (FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES): refused before anything ran.
+  HOST_TOO_SMALL: { status: 500, exit: 1, doc: 'the cell needs more memory or scratch space than this host has free (tmpfs files against MemAvailable, filesystem images against the scratch filesystem): shrink the cell' },
+  TARGET_NOT_ALLOWED: { status: 500, exit: 1, doc: "the cell's `target` directory is outside the roots this host allows (FSBENCH_ALLOWED_TARGETS; by default the scratch directory)" },
+  LIMIT_NOT_ALLOWED: { status: 500, exit: 1, doc: 'the cell asks for more inotify queued events or watches than this host allows (FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES)' },
   // Agents.
   HOST_ID_UNREADABLE: { status: 500, exit: 1, doc: 'the agent cannot read the kernel boot id that identifies its host: mount /proc, or set FSBENCH_HOST_ID' },
   JOB_INVALID: { status: 500, exit: 1, doc: 'an agent took a job that is not a run job it understands: run agents and coordinator of one fsbench version' },
+  JOB_UNSIGNED: { status: 500, exit: 1, doc: "an agent refused a job without a valid signature of its coordinator's key, running nothing: someone else wrote it to Redis, or FSBENCH_JOB_KEY is not that coordinator's public key" },
   INTERNAL: { status: 500, exit: 1, doc: "a bug in fsbench, or an answer it does not understand; the coordinator's log has the details" },
 } as const satisfies Record<string, ErrorSpec>;
 

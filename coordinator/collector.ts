@@ -10,18 +10,25 @@
  *
  * Why XREAD and a cursor rather than a consumer group: there is one coordinator, and the cursor
  * commits with the runs it covers, which a group's acknowledgements (a second store) cannot.
+ *
+ * Anyone who can write to Redis can append to a stream, so a report is stored only for a run this
+ * coordinator issued: on the queue of its target, of a matrix it has, a cell of that matrix, a
+ * repetition below its `repetitions`, a target among the matrix's, a plausible attempt count.
+ * A failed job must in addition carry the coordinator's signature. Anything else is counted,
+ * logged once per reason and batch, and dropped: it never moves a matrix toward done.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Job, Queue } from 'bullmq';
+import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { ErrorCode } from '../contract/errors.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, RunJob, RunReport } from '../queue/jobs.js';
+import { ANY_TARGET, QueuedRunJob, RunReport, type RunJob } from '../queue/jobs.js';
 import { fingerprintsKey } from '../queue/keys.js';
-import type { Store, StoredRun } from './store.js';
+import type { JobVerifier } from '../queue/signing.js';
+import type { MatrixRecord, Store, StoredRun } from './store.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
@@ -45,12 +52,33 @@ type Report = z.infer<typeof Report>;
 /** XINFO STREAM's answer: names and values, alternating. */
 const StreamInfo = z.array(z.unknown());
 const FirstEntry = z.tuple([z.string(), z.array(z.string())]).nullable();
+/** A pipeline of counts: [error, count] each. */
+const PipelineCounts = z.array(z.tuple([z.instanceof(Error).nullable(), z.number().int()]));
 
 /** Orders stream entry ids (`ms-seq`). */
 function compareIds(a: string, b: string): number {
   const [am = 0n, as = 0n] = a.split('-').map(BigInt);
   const [bm = 0n, bs = 0n] = b.split('-').map(BigInt);
   return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
+}
+
+/**
+ * Starts of a run beyond its attempts: each agent retries a run whose agent died up to its own
+ * FSBENCH_MAX_ATTEMPTS - 1 times (at most 19), which the coordinator cannot know, and a report
+ * dropped for a count it could legitimately reach would leave its matrix unfinished.
+ */
+const MAX_STALLS = 19;
+
+/** Why a report or failed job was dropped: the label of fsbench_reports_dropped_total. */
+export type DropReason = 'not-a-report' | 'unsigned' | 'wrong-queue' | 'unknown-matrix' | 'unknown-target' | 'unknown-cell' | 'repetition' | 'attempts';
+
+/** What a report or a failed job claims: checked against what the coordinator issued. */
+interface Claim {
+  readonly matrixId: string;
+  readonly cellId: string;
+  readonly target: string;
+  readonly repetition: number;
+  readonly attempts: number;
 }
 
 /** Cancelled and finished matrices may still have runs in flight for a while. */
@@ -74,7 +102,16 @@ export interface CollectorDeps {
   readonly log: (line: string) => void;
   /** How long a read waits for new results, and how often the failed sets are looked at. */
   readonly pollMs: number;
+  /** The coordinator's public job key: a failed job it did not sign was never issued. */
+  readonly verifier: JobVerifier;
+  /** FSBENCH_MAX_ATTEMPTS: the attempts a job was issued with. */
+  readonly maxAttempts: number;
+  /** Told of every report or failed job dropped (a metric). */
+  readonly onDropped?: (reason: DropReason, n: number) => void;
 }
+
+/** Drops of one batch, logged once per reason. */
+type Drops = Map<DropReason, { n: number; example: string }>;
 
 export class Collector {
   private running = false;
@@ -139,8 +176,11 @@ export class Collector {
       const targets = this.deps.store.activeTargets(Date.now() - LATE_RESULTS_MS);
       targets.add(ANY_TARGET);
       this.targets = [...targets];
+      // One round trip sizes every failed set: a look at each queue in turn cost a hundred hosts
+      // a hundred round trips per poll (bench:dispatch, idle coordinator CPU).
+      const sizes = await this.failedSizes(this.targets);
       let n = 0;
-      for (const target of this.targets) n += await this.drainFailed(this.deps.dispatcher.queue(target));
+      for (const [i, target] of this.targets.entries()) if (sizes[i] !== 0) n += await this.drainFailed(target);
       return n + (await this.drainEvents(reader));
     }
     return this.drainEvents(reader);
@@ -157,11 +197,14 @@ export class Collector {
       }
       this.checked.add(key);
     }
+    const targetOf = new Map(keys.map((k, i) => [k, this.targets[i] ?? ANY_TARGET]));
     const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
     const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
     if (!read) return 0;
     const reports: Report[] = [];
     const readTo = new Map<string, string>();
+    const drops: Drops = new Map();
+    const issued = this.issuedCheck();
     let n = 0;
     for (const [stream, entries] of read) {
       const last = entries.at(-1);
@@ -169,10 +212,14 @@ export class Collector {
       readTo.set(stream, last[0]);
       n = Math.max(n, entries.length);
       for (const [id, fields] of entries) {
-        const report = this.reportOf(stream, id, fields);
-        if (report) reports.push(report);
+        const report = this.reportOf(stream, id, fields, drops);
+        if (!report) continue;
+        const why = issued(report, targetOf.get(stream));
+        if (why === null) reports.push(report);
+        else drop(drops, why, `${stream} entry ${id} (matrix ${report.matrixId}, cell ${report.cellId}, target ${report.target}, repetition ${report.repetition}, attempt ${report.attempts})`);
       }
     }
+    this.reportDrops(drops, 'report');
     await this.resolveFingerprints(new Set(reports.map((r) => r.fingerprint)));
     const runs: StoredRun[] = [];
     for (const r of reports) {
@@ -213,8 +260,46 @@ export class Collector {
     return compareIds(next, cursor) > 0;
   }
 
+  /**
+   * Whether a claimed run is one this coordinator issued: null when it is, else why not. Matrices
+   * and cells are looked up once per batch.
+   */
+  private issuedCheck(): (c: Claim, queueTarget: string | undefined) => DropReason | null {
+    const matrices = new Map<string, MatrixRecord | undefined>();
+    const cells = new Map<string, boolean>();
+    return (c, queueTarget) => {
+      // A host's queue carries only that host's runs, the `any` queue only runs placed `any`.
+      if (queueTarget !== undefined && c.target !== queueTarget) return 'wrong-queue';
+      let m = matrices.get(c.matrixId);
+      if (!matrices.has(c.matrixId)) {
+        m = this.deps.store.getMatrix(c.matrixId);
+        matrices.set(c.matrixId, m);
+      }
+      if (!m) return 'unknown-matrix';
+      if (!m.targets.some((t) => t.target === c.target)) return 'unknown-target';
+      if (c.repetition >= m.spec.repetitions) return 'repetition';
+      const cellKey = `${c.matrixId} ${c.cellId}`;
+      let known = cells.get(cellKey);
+      if (known === undefined) {
+        known = this.deps.store.cell(c.matrixId, c.cellId) !== undefined;
+        cells.set(cellKey, known);
+      }
+      if (!known) return 'unknown-cell';
+      if (c.attempts > this.deps.maxAttempts + MAX_STALLS) return 'attempts';
+      return null;
+    };
+  }
+
+  /** One line per reason, and the metric. */
+  private reportDrops(drops: Drops, what: string): void {
+    for (const [reason, { n, example }] of drops) {
+      this.deps.log(`collector: dropped ${n} ${what}(s) this coordinator did not issue (${reason}), e.g. ${example}`);
+      this.deps.onDropped?.(reason, n);
+    }
+  }
+
   /** The report of a `completed` event; null for every other event. */
-  private reportOf(stream: string, id: string, fields: readonly string[]): Report | null {
+  private reportOf(stream: string, id: string, fields: readonly string[], drops: Drops): Report | null {
     if (field(fields, 'event') !== 'completed') return null;
     const raw = field(fields, 'returnvalue');
     let json: unknown;
@@ -226,7 +311,7 @@ export class Collector {
     const report = Report.safeParse(json);
     if (report.success) return report.data;
     const job = field(fields, 'jobId') ?? '?';
-    this.deps.log(`collector: ignoring ${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
+    drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
     return null;
   }
 
@@ -277,14 +362,28 @@ export class Collector {
     return this.gaveUp('INTERNAL', { matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
   }
 
-  private async drainFailed(q: Queue<unknown, unknown>): Promise<number> {
+  /** How many jobs each target's failed set holds (BullMQ keeps it as a sorted set). */
+  private async failedSizes(targets: readonly string[]): Promise<number[]> {
+    const pipe = this.deps.redis.pipeline();
+    for (const t of targets) pipe.zcard(this.deps.dispatcher.queue(t).toKey('failed'));
+    return PipelineCounts.parse(await pipe.exec()).map(([err, n]) => {
+      if (err) throw err;
+      return n;
+    });
+  }
+
+  private async drainFailed(target: string): Promise<number> {
+    const q = this.deps.dispatcher.queue(target);
     const jobs = await q.getJobs(['failed'], 0, FAILED_BATCH - 1, true);
     if (jobs.length === 0) return 0;
     const runs: StoredRun[] = [];
+    const drops: Drops = new Map();
+    const issued = this.issuedCheck();
     for (const job of jobs) {
-      const run = this.fromFailed(job);
+      const run = this.fromFailed(job, target, drops, issued);
       if (run) runs.push(run);
     }
+    this.reportDrops(drops, 'failed job');
     const changed = this.deps.store.storeRuns(runs);
     this.deps.onStored?.(runs);
     // Removed only once stored, as above.
@@ -293,15 +392,28 @@ export class Collector {
     return jobs.length;
   }
 
-  private fromFailed(job: Job<unknown, unknown>): StoredRun | null {
-    const data = RunJob.safeParse(job.data);
-    if (!data.success) {
-      this.deps.log(`collector: dropping job ${job.id ?? '?'} whose data is not a run job (${data.error.issues[0]?.message ?? 'invalid'}) [JOB_INVALID]`);
+  private fromFailed(job: Job<unknown, unknown>, queueTarget: string, drops: Drops, issued: ReturnType<Collector['issuedCheck']>): StoredRun | null {
+    const parsed = QueuedRunJob.safeParse(job.data);
+    if (!parsed.success) {
+      drop(drops, 'not-a-report', `job ${job.id ?? '?'} whose data is not a run job (${parsed.error.issues[0]?.message ?? 'invalid'}) [JOB_INVALID]`);
+      return null;
+    }
+    const { signature, ...run } = parsed.data;
+    if (signature === undefined || !this.deps.verifier.verify(run, signature)) {
+      // The agent refused it (JOB_UNSIGNED): written to Redis by someone else, not a run of ours.
+      drop(drops, 'unsigned', `job ${job.id ?? '?'} (matrix ${run.matrixId}, cell ${run.cell.id}) without a valid signature: ${job.failedReason || 'no reason recorded'}`);
+      return null;
+    }
+    const claim = { matrixId: run.matrixId, cellId: run.cell.id, target: run.target, repetition: run.repetition, attempts: Math.max(1, job.attemptsMade) };
+    // A signed job names an issued run; still checked, as the coordinator's key may have been replaced.
+    const notIssued = issued(claim, queueTarget);
+    if (notIssued !== null) {
+      drop(drops, notIssued, `failed job ${job.id ?? '?'} (matrix ${run.matrixId}, cell ${run.cell.id}, target ${run.target}, repetition ${run.repetition})`);
       return null;
     }
     // attemptsStarted also counts the start that only found the job over its stall limit.
     const why = `the run was given up after ${job.attemptsMade} attempt(s) (${job.stalledCounter} by agents that died): ${job.failedReason || 'no reason recorded'}`;
-    return this.gaveUp('ABANDONED', data.data, why, Math.max(1, job.attemptsMade));
+    return this.gaveUp('ABANDONED', run, why, claim.attempts);
   }
 
   private gaveUp(code: ErrorCode, data: Pick<RunJob, 'matrixId' | 'target' | 'cell' | 'repetition'>, message: string, attempts: number): StoredRun {
@@ -318,6 +430,12 @@ export class Collector {
       attempts,
     };
   }
+}
+
+function drop(drops: Drops, reason: DropReason, example: string): void {
+  const d = drops.get(reason);
+  if (d) d.n++;
+  else drops.set(reason, { n: 1, example });
 }
 
 /** A field of a stream entry, whose fields come as [name, value, name, value, ...]. */

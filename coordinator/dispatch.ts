@@ -9,7 +9,8 @@ import type { Redis } from 'ioredis';
 import type { Cell, Placement } from '../contract/matrix.js';
 import type { AgentStatus } from '../queue/registry.js';
 import { FsbenchError } from '../contract/errors.js';
-import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob } from '../queue/jobs.js';
+import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
+import type { JobSigner } from '../queue/signing.js';
 import type { TargetInfo } from './store.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
@@ -51,6 +52,8 @@ export class Dispatcher {
     private readonly maxAttempts: number,
     /** FSBENCH_MAX_QUEUED: sizes the queues' event streams, which carry the runs' reports. */
     private readonly maxQueued: number,
+    /** Every job carries the coordinator's signature: agents run nothing else. */
+    private readonly signer: JobSigner,
   ) {}
 
   queue(target: string): Queue<unknown, unknown> {
@@ -76,7 +79,7 @@ export class Dispatcher {
   async enqueue(r: EnqueueRequest): Promise<number> {
     let added = 0;
     for (const t of r.targets) {
-      let batch: { name: string; data: RunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> }[] = [];
+      let batch: { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> }[] = [];
       const flush = async () => {
         if (batch.length === 0) return;
         await this.queue(t.target).addBulk(batch);
@@ -88,7 +91,8 @@ export class Dispatcher {
       for (let repetition = 0; repetition < r.repetitions; repetition++) {
         for (const cell of r.cells) {
           if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
-          const data: RunJob = { matrixId: r.matrixId, cell, repetition, warmup: r.warmup, target: t.target };
+          const run: RunJob = { matrixId: r.matrixId, cell, repetition, warmup: r.warmup, target: t.target };
+          const data: SignedRunJob = { ...run, signature: this.signer.sign(run) };
           batch.push({ name: RUN_JOB_NAME, data, opts: { jobId: jobId(r.matrixId, cell.id, t.target, repetition), ...runJobOptions(this.maxAttempts) } });
           if (batch.length >= CHUNK) {
             if (r.stillWanted && !r.stillWanted()) return added;

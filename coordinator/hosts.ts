@@ -5,9 +5,11 @@
  * its runs given up: removed from its queue and stored as failed runs that say why, so the
  * matrix finishes and shows what is missing instead of waiting forever. Runs already completed
  * are left to the collector, and runs that some agent of the host still holds stay held.
+ * Every time here is the Redis server's (see registry.ts): a coordinator whose clock jumps gives
+ * up no host early, and an agent's clock keeps no host alive.
  */
 import type { Redis } from 'ioredis';
-import { liveAgents } from '../queue/registry.js';
+import { readRegistry } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET, jobId } from '../queue/jobs.js';
@@ -28,15 +30,22 @@ export interface HostWatchDeps {
 const MATRICES_PER_CHECK = 1000;
 
 export class HostWatch {
-  /** Host -> when one of its agents was last seen live (or, never seen, when first looked for). */
+  /**
+   * Host -> until when (Redis server time) one of its agents was live: its last beat plus its
+   * ttl, so the timeout counts from when the host went silent, not from the check that noticed.
+   * A host never seen counts from when it was first looked for.
+   */
   private readonly lastSeen = new Map<string, number>();
 
   constructor(private readonly deps: HostWatchDeps) {}
 
   /** One look at the hosts of unfinished matrices; gives up the runs of those gone too long. */
-  async check(now = Date.now()): Promise<void> {
+  async check(): Promise<void> {
     const { store } = this.deps;
-    const live = new Set((await liveAgents(this.deps.redis, this.deps.prefix, now)).map((a) => a.hostId));
+    const registry = await readRegistry(this.deps.redis, this.deps.prefix);
+    const now = registry.serverNow;
+    const live = new Map<string, number>();
+    for (const a of registry.live) live.set(a.hostId, Math.max(live.get(a.hostId) ?? 0, Date.parse(a.lastHeartbeat) + a.ttlMs));
     const unfinished = [...store.listMatrices(MATRICES_PER_CHECK, 'running'), ...store.listMatrices(MATRICES_PER_CHECK, 'queued')];
     const watched = new Set<string>();
     const changed = new Set<string>();
@@ -44,7 +53,9 @@ export class HostWatch {
       for (const t of m.targets) {
         if (t.target === ANY_TARGET) continue;
         watched.add(t.target);
-        if (live.has(t.target) || !this.lastSeen.has(t.target)) this.lastSeen.set(t.target, now);
+        const liveUntil = live.get(t.target);
+        if (liveUntil !== undefined) this.lastSeen.set(t.target, liveUntil);
+        else if (!this.lastSeen.has(t.target)) this.lastSeen.set(t.target, now);
         const seen = this.lastSeen.get(t.target) ?? now;
         if (now - seen <= this.deps.timeoutMs) continue;
         const given = await this.giveUp(m, t.target, t.machine ?? t.target);

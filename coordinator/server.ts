@@ -12,11 +12,12 @@ import { Dispatcher } from './dispatch.js';
 import { HostWatch } from './hosts.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, logTo, type LogSink } from './log.js';
-import { awaitRedis, connectRedis } from '../queue/redis.js';
+import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
 import { Store } from './store.js';
+import { Counter } from 'prom-client';
+import { loadOrCreateJobKey, writePublicKeyCopy, type JobVerifier } from '../queue/signing.js';
 
-export interface CoordinatorSettings {
-  readonly redisUrl: string;
+export interface CoordinatorSettings extends RedisChannel {
   readonly queuePrefix: string;
   readonly port: number;
   readonly host: string;
@@ -35,11 +36,15 @@ export interface CoordinatorSettings {
   readonly maxDownloads?: number;
   /** FSBENCH_MAX_STREAMS; the settings table's default when omitted. */
   readonly maxStreams?: number;
+  /** FSBENCH_JOB_KEY_COPY: another file to write the public job key to, for agents (compose). */
+  readonly jobKeyCopy?: string | undefined;
 }
 
 export interface RunningCoordinator {
   readonly url: string;
   readonly port: number;
+  /** The public key agents verify this coordinator's jobs with (FSBENCH_JOB_KEY). */
+  readonly jobKey: JobVerifier;
   stop(): Promise<void>;
 }
 
@@ -52,12 +57,26 @@ const HOST_CHECK_MS = 10_000;
 export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): Promise<RunningCoordinator> {
   const logger = loggerOf(sink, 'coordinator');
   const log = logTo(logger);
-  const redis = connectRedis(s.redisUrl, 'fsbench-coordinator');
-  await awaitRedis(redis, s.redisUrl, log);
+  const redis = connectRedis(s, 'fsbench-coordinator');
+  await awaitRedis(redis, s, log);
   const store = Store.open(s.dataDir, logTo(logger.child({ component: 'store' }), 'warn'));
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued);
+  // The private key stays in the data directory; only the public key's fingerprint is logged.
+  const jobKey = await loadOrCreateJobKey(s.dataDir);
+  if (s.jobKeyCopy !== undefined) await writePublicKeyCopy(s.jobKeyCopy, jobKey.signer.verifier);
+  log(
+    `jobs signed with ${jobKey.created ? 'a new' : 'the'} key ${jobKey.signer.verifier.fingerprint}: give agents its public key ${jobKey.publicKeyFile}` +
+      `${s.jobKeyCopy !== undefined ? ` (also written to ${s.jobKeyCopy})` : ''} as FSBENCH_JOB_KEY`,
+    { event: 'coordinator.job-key', fingerprint: jobKey.signer.verifier.fingerprint, publicKeyFile: jobKey.publicKeyFile },
+  );
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer);
   const hub = new ProgressHub(store);
   const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix, auth: { token: s.token, readAuth: s.readAuth } });
+  const droppedReports = new Counter({
+    name: 'fsbench_reports_dropped_total',
+    help: 'Reports and failed jobs found in Redis that this coordinator did not issue (forged or stale), dropped unstored, by reason',
+    labelNames: ['reason'],
+    registers: [metrics.registry],
+  });
   /**
    * Queues every run of a matrix that is not stored. Job ids are deterministic, so runs still
    * queued are not doubled; a run whose report is still on its way runs again, and the second
@@ -96,6 +115,11 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
     log: logTo(logger.child({ component: 'collector' })),
     pollMs: COLLECT_POLL_MS,
+    verifier: jobKey.signer.verifier,
+    maxAttempts: s.maxAttempts,
+    onDropped: (reason, n) => {
+      droppedReports.inc({ reason }, n);
+    },
   });
   collector.start();
   const hosts = new HostWatch({
@@ -156,6 +180,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   return {
     url,
     port,
+    jobKey: jobKey.signer.verifier,
     stop: () =>
       (stopping ??= (async () => {
         // Event streams never end by themselves: without this, close() would wait for them.

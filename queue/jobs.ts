@@ -26,6 +26,10 @@ export function queueName(target: string): string {
   return target === ANY_TARGET ? 'any' : `host-${target}`;
 }
 
+/** An Ed25519 signature (64 bytes) in base64. */
+export const JobSignature = z.string().regex(/^[A-Za-z0-9+/]{86}==$/, 'must be an Ed25519 signature in base64');
+
+/** What a run job asks for: what the coordinator signs and an agent runs. */
 export const RunJob = z
   .object({
     matrixId: z.string().regex(/^[a-z0-9]{1,32}$/),
@@ -37,6 +41,14 @@ export const RunJob = z
   })
   .strict();
 export type RunJob = z.infer<typeof RunJob>;
+
+/**
+ * A run job as it sits on a queue: the run and the coordinator's signature over it (see
+ * signing.ts). The signature may be missing here so that an agent can tell an unsigned job
+ * (JOB_UNSIGNED, someone else wrote to Redis) from one it cannot read (JOB_INVALID).
+ */
+export const QueuedRunJob = RunJob.extend({ signature: z.string().max(1000).optional() }).strict();
+export type SignedRunJob = RunJob & { readonly signature: string };
 
 /** Deterministic, so re-enqueueing after a crash adds nothing that is already queued. */
 export function jobId(matrixId: string, cellId: string, target: string, repetition: number): string {

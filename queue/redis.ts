@@ -1,25 +1,28 @@
-/** Redis connections as BullMQ needs them, for the coordinator, the agents and the benchmark. */
-import { Redis } from 'ioredis';
+/**
+ * Redis connections as BullMQ needs them, for the coordinator, the agents and the benchmark:
+ * every one is built here, from REDIS_URL (which may carry a user and a password, and says
+ * `rediss://` for TLS) and the TLS files, so no connection can skip the credentials or the
+ * certificate check.
+ */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import type { ConnectionOptions } from 'node:tls';
+import { Redis, type RedisOptions } from 'ioredis';
+import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 
-/**
- * `maxRetriesPerRequest: null` makes commands wait for a reconnect instead of failing, which
- * BullMQ workers require and which lets everything ride out a Redis restart.
- */
-export function connectRedis(url: string, name: string): Redis {
-  const redis = new Redis(url, { maxRetriesPerRequest: null, connectionName: name, enableReadyCheck: true });
-  // Connection errors surface as failed or waiting commands, which their callers log once;
-  // without a listener ioredis would print every reconnect attempt while Redis is away.
-  redis.on('error', () => undefined);
-  return redis;
+/** Where Redis is and how to prove who talks to whom: the settings REDIS_URL and FSBENCH_REDIS_*. */
+export interface RedisChannel {
+  readonly redisUrl: string;
+  /** FSBENCH_REDIS_CA: the CA that signed the server's certificate (PEM); without it, the system's CAs. */
+  readonly redisCa?: string | undefined;
+  /** FSBENCH_REDIS_CERT and FSBENCH_REDIS_KEY: a client certificate, for servers that ask for one. */
+  readonly redisCert?: string | undefined;
+  readonly redisKey?: string | undefined;
+  /** FSBENCH_REDIS_PASSWORD_FILE: the password, when REDIS_URL carries none (a compose secret). */
+  readonly redisPasswordFile?: string | undefined;
 }
 
-const REDIS_START_WAIT_MS = 30_000;
-
-/**
- * Waits for Redis at start (it may be starting alongside, as in a compose file), saying so in
- * the log, and stops the process with one line if it never answers.
- */
 /** A Redis URL as it may be shown in a log or an error: its password, if any, replaced. */
 export function shownUrl(url: string): string {
   try {
@@ -31,12 +34,170 @@ export function shownUrl(url: string): string {
   }
 }
 
-export async function awaitRedis(redis: Redis, rawUrl: string, log: (line: string) => void): Promise<void> {
-  const url = shownUrl(rawUrl);
+const channelOf = (c: RedisChannel | string): RedisChannel => (typeof c === 'string' ? { redisUrl: c } : c);
+
+const RedisUrl = z.object({
+  protocol: z.enum(['redis:', 'rediss:'], { error: 'must start with redis:// or rediss:// (TLS)' }),
+  hostname: z.string().min(1, 'has no host'),
+  port: z.union([z.literal(''), z.coerce.number().int().min(1).max(65535)]),
+  username: z.string(),
+  password: z.string(),
+  pathname: z.union([z.literal(''), z.literal('/'), z.string().regex(/^\/\d{1,2}$/, 'may name only a database number (/0 ... /15)')]),
+});
+
+const isPem = (value: string): boolean => value.trimStart().startsWith('-----BEGIN');
+
+/** How a PEM setting is named in a message: its path, never the text of a key. */
+const pemShown = (value: string): string => (isPem(value) ? 'PEM text' : value);
+
+function readPem(setting: string, file: string, what: string): string {
+  // TLS settings take the PEM itself too, so an agent container needs no file mounted for them.
+  if (isPem(file)) return file;
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    const why = err instanceof Error && 'code' in err ? String(err.code) : 'unreadable';
+    throw new FsbenchError('CONFIG_INVALID', `${setting} ${file}: cannot read ${what} (${why}); give a file's path or the PEM text itself`);
+  }
+}
+
+/**
+ * The ioredis options for a channel. `maxRetriesPerRequest: null` makes commands wait for a
+ * reconnect instead of failing, which BullMQ workers require and which lets everything ride
+ * out a Redis restart. With `rediss://` the server's certificate is always verified (against
+ * FSBENCH_REDIS_CA, or the system's CAs) and its name checked against the URL's host.
+ */
+export function redisOptions(channel: RedisChannel | string, name: string): RedisOptions {
+  const c = channelOf(channel);
+  const shown = shownUrl(c.redisUrl);
+  let parsed: URL;
+  try {
+    parsed = new URL(c.redisUrl);
+  } catch {
+    throw new FsbenchError('CONFIG_INVALID', 'REDIS_URL is not a URL (value not shown: it may carry a password)');
+  }
+  const r = RedisUrl.safeParse(parsed);
+  if (!r.success) throw new FsbenchError('CONFIG_INVALID', `REDIS_URL ${shown} ${r.error.issues.map((i) => i.message).join('; ')}`);
+  const u = r.data;
+  const tls = u.protocol === 'rediss:';
+  const tlsFiles = [
+    ['FSBENCH_REDIS_CA', c.redisCa],
+    ['FSBENCH_REDIS_CERT', c.redisCert],
+    ['FSBENCH_REDIS_KEY', c.redisKey],
+  ] as const;
+  const given = tlsFiles.filter(([, v]) => v !== undefined).map(([k]) => k);
+  // A CA given for a plain connection would protect nothing while looking as if it did.
+  if (!tls && given.length > 0) {
+    throw new FsbenchError('CONFIG_INVALID', `${given.join(', ')} set, but REDIS_URL ${shown} is not TLS: write it as rediss://`);
+  }
+  if ((c.redisCert === undefined) !== (c.redisKey === undefined)) {
+    throw new FsbenchError('CONFIG_INVALID', 'FSBENCH_REDIS_CERT and FSBENCH_REDIS_KEY go together: set both or neither');
+  }
+  let password = decodeURIComponent(u.password);
+  if (password === '' && c.redisPasswordFile !== undefined) {
+    try {
+      password = readFileSync(c.redisPasswordFile, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      const why = err instanceof Error && 'code' in err ? String(err.code) : 'unreadable';
+      throw new FsbenchError('CONFIG_INVALID', `FSBENCH_REDIS_PASSWORD_FILE ${c.redisPasswordFile}: cannot read the Redis password (${why}); or put the password in REDIS_URL`);
+    }
+    if (password === '') throw new FsbenchError('CONFIG_INVALID', `FSBENCH_REDIS_PASSWORD_FILE ${c.redisPasswordFile} is empty`);
+  }
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  let tlsOptions: ConnectionOptions | undefined;
+  if (tls) {
+    tlsOptions = {
+      // Node verifies by default; said here so that no option merged in can turn it off.
+      rejectUnauthorized: true,
+      ...(isIP(host) === 0 ? { servername: host } : {}),
+      ...(c.redisCa === undefined ? {} : { ca: readPem('FSBENCH_REDIS_CA', c.redisCa, 'the CA certificate') }),
+      ...(c.redisCert === undefined ? {} : { cert: readPem('FSBENCH_REDIS_CERT', c.redisCert, 'the client certificate') }),
+      ...(c.redisKey === undefined ? {} : { key: readPem('FSBENCH_REDIS_KEY', c.redisKey, 'the client key') }),
+    };
+  }
+  return {
+    host,
+    port: u.port === '' ? 6379 : u.port,
+    ...(u.username === '' ? {} : { username: decodeURIComponent(u.username) }),
+    ...(password === '' ? {} : { password }),
+    db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
+    ...(tlsOptions === undefined ? {} : { tls: tlsOptions }),
+    maxRetriesPerRequest: null,
+    connectionName: name,
+    enableReadyCheck: true,
+  };
+}
+
+export function connectRedis(channel: RedisChannel | string, name: string): Redis {
+  const redis = new Redis(redisOptions(channel, name));
+  // Connection errors surface as failed or waiting commands, which their callers log once;
+  // without a listener ioredis would print every reconnect attempt while Redis is away.
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+/** Node's codes for a server certificate that does not verify. */
+const CERT_ERRORS = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_SIGNATURE_FAILURE',
+  'CERT_UNTRUSTED',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/**
+ * What an error from Redis means when retrying cannot help (credentials, certificates), as one
+ * line naming the setting to change; undefined for errors that a wait may cure (Redis starting).
+ */
+export function refusal(err: unknown, c: RedisChannel): FsbenchError | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const url = shownUrl(c.redisUrl);
+  const code = 'code' in err && typeof err.code === 'string' ? err.code : '';
+  if (CERT_ERRORS.has(code)) {
+    const trust = c.redisCa === undefined ? "the system's CAs (FSBENCH_REDIS_CA is not set)" : `the CA in FSBENCH_REDIS_CA (${pemShown(c.redisCa)})`;
+    return new FsbenchError(
+      'REDIS_REFUSED',
+      `the TLS certificate of Redis at ${url} is not trusted by ${trust}: ${err.message}. Set FSBENCH_REDIS_CA to the CA that signed Redis's certificate, and use the host name its certificate names`,
+    );
+  }
+  if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number|packet length too long/i.test(err.message)) {
+    return new FsbenchError('REDIS_REFUSED', `Redis at ${url} does not speak TLS on that port: use redis://, or the port Redis serves TLS on`);
+  }
+  if (err.message.includes('NOAUTH')) {
+    return new FsbenchError(
+      'REDIS_REFUSED',
+      `Redis at ${url} requires a password: put it in REDIS_URL (redis://:PASSWORD@host:port, or redis://USER:PASSWORD@...) or in the file FSBENCH_REDIS_PASSWORD_FILE names`,
+    );
+  }
+  if (err.message.includes('WRONGPASS')) {
+    return new FsbenchError('REDIS_REFUSED', `Redis at ${url} refused the user and password given (REDIS_URL or FSBENCH_REDIS_PASSWORD_FILE): check them against the server's`);
+  }
+  if (err.message.includes('NOPERM')) {
+    return new FsbenchError('REDIS_REFUSED', `Redis at ${url} lets this user in but refuses it a command or key fsbench needs (${err.message.replace(/\s+/g, ' ').slice(0, 200)}): give the user ~<FSBENCH_QUEUE_PREFIX>:* and the commands BullMQ runs`);
+  }
+  return undefined;
+}
+
+const REDIS_START_WAIT_MS = 30_000;
+
+/**
+ * Waits for Redis at start (it may be starting alongside, as in a compose file), saying so in
+ * the log, and stops the process with one line if it never answers, or at once when it
+ * refuses the credentials or its certificate does not verify.
+ */
+export async function awaitRedis(redis: Redis, channel: RedisChannel | string, log: (line: string) => void): Promise<void> {
+  const c = channelOf(channel);
+  const url = shownUrl(c.redisUrl);
   const told = setTimeout(() => {
     log(`Redis at ${url} does not answer yet; waiting up to ${REDIS_START_WAIT_MS / 1000} s`);
   }, 2000);
   let timer: NodeJS.Timeout | undefined;
+  let onError: ((err: unknown) => void) | undefined;
   try {
     await Promise.race([
       redis.ping(),
@@ -45,12 +206,21 @@ export async function awaitRedis(redis: Redis, rawUrl: string, log: (line: strin
           reject(new FsbenchError('UNAVAILABLE', `cannot reach Redis at ${url} within ${REDIS_START_WAIT_MS / 1000} s: start it, or point REDIS_URL (--redis-url) at it`));
         }, REDIS_START_WAIT_MS);
       }),
+      new Promise<never>((_, reject) => {
+        onError = (err: unknown) => {
+          const refused = refusal(err, c);
+          if (refused) reject(refused);
+        };
+        redis.on('error', onError);
+      }),
     ]);
   } catch (err) {
     redis.disconnect();
-    throw err;
+    // A refused AUTH also fails the PING that waited for the connection.
+    throw refusal(err, c) ?? err;
   } finally {
     clearTimeout(told);
     clearTimeout(timer);
+    if (onError) redis.off('error', onError);
   }
 }

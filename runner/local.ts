@@ -8,6 +8,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { Cell, Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { Journal } from '../host/journal.js';
+import type { HostBudget } from './host-budget.js';
 import { runCell } from './run-cell.js';
 
 export interface Progress {
@@ -31,19 +32,28 @@ export interface LocalRunOptions {
   readonly onResult: (run: RunResult) => void | Promise<void>;
   readonly onProgress?: (p: Progress) => void;
   readonly log: (line: string) => void;
+  /** The host's journal (FSBENCH_JOURNAL_DIR); by default inside the scratch directory. */
+  readonly journalDir?: string | undefined;
+  /** What this host lets a cell take (FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES). */
+  readonly budget?: HostBudget;
 }
 
-/** The journal lives beside the runs' files, so whatever a killed run left is found here. */
-export async function openJournal(scratchDir: string, log: (line: string) => void): Promise<Journal> {
-  const journal = await Journal.open(path.join(scratchDir, 'journal'));
+/** The journal of the host, found again by whatever runs next here, so a killed run's changes are undone. */
+export async function openJournal(
+  scratchDir: string,
+  log: (line: string) => void,
+  journalDir: string = path.join(scratchDir, 'journal'),
+  targets: readonly string[] = [],
+): Promise<Journal> {
+  const journal = await Journal.open(journalDir, { scratch: scratchDir, targets });
   for (const line of await journal.recover()) log(`recovered from an earlier run: ${line}`);
   return journal;
 }
 
 /** Returns the measured results in order; stops early (keeping them) when `signal` aborts. */
 export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]> {
-  const journal = await openJournal(o.scratchDir, o.log);
-  const ctx = { scratchDir: o.scratchDir, journal, signal: o.signal, log: o.log };
+  const journal = await openJournal(o.scratchDir, o.log, o.journalDir, o.budget?.allowedTargets);
+  const ctx = { scratchDir: o.scratchDir, journal, signal: o.signal, log: o.log, ...(o.budget ? { budget: o.budget } : {}) };
   const perCell = o.matrix.warmup + o.matrix.repetitions;
   const runsTotal = o.cells.length * perCell;
   const start = performance.now();

@@ -15,6 +15,7 @@ import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import type { RunContext, WorkloadRunner } from '../workloads/workload.js';
+import { checkHostBudget, type HostBudget } from './host-budget.js';
 import { RUNNERS } from './workloads.js';
 
 export interface RunRequest {
@@ -23,6 +24,11 @@ export interface RunRequest {
   readonly cell: Cell;
   readonly repetition: number;
   readonly fingerprint: MachineFingerprint;
+}
+
+export interface RunCellContext extends RunContext {
+  /** What this host lets a cell take (the settings); the defaults when absent. */
+  readonly budget?: HostBudget;
 }
 
 /** Cells with container parameters run in a sandbox container; the rest in this process. */
@@ -38,7 +44,7 @@ function runnerFor(cell: Cell, ctx: RunContext): WorkloadRunner {
   return ctx.sandbox;
 }
 
-export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResult> {
+export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<RunResult> {
   const { cell } = req;
   const startedAt = new Date().toISOString();
   const base = {
@@ -55,6 +61,8 @@ export async function runCell(req: RunRequest, ctx: RunContext): Promise<RunResu
     return { ...base, finishedAt: startedAt, limits: null, state: 'skipped', reason };
   }
   try {
+    // Before anything of the run exists, so a refused cell leaves nothing to undo.
+    await checkHostBudget(cell, ctx.scratchDir, ctx.budget);
     const outcome = await runnerFor(cell, ctx).run(cell, ctx);
     const metrics = WORKLOADS[cell.workload].metrics.parse(outcome.metrics);
     return {

@@ -6,7 +6,9 @@
 #   node:20-bookworm-slim  Debian bookworm (debootstrap minbase) + this host's Node 20 and npm,
 #                          laid out as the official image lays them out (/usr/local), because
 #                          Debian's own nodejs is 18.
-#   redis:7-bookworm       the same Debian + Debian's redis-server (7.0).
+#   redis:7-bookworm       the same Debian + Debian's redis-server (7.0), with the directory of
+#                          compose.yaml's redis-secret volume owned by redis (the public image
+#                          starts as root and needs none: it creates it).
 #
 # Idempotent: an image that already exists is left alone (FSBENCH_REBUILD_BASE=1 rebuilds).
 # Needs root, debootstrap, a running Docker engine, and node >= 20 on PATH.
@@ -22,7 +24,14 @@ log() { printf 'base-images: %s\n' "$*" >&2; }
 
 have_image() { [ "${FSBENCH_REBUILD_BASE:-0}" != 1 ] && docker image inspect "$1" >/dev/null 2>&1; }
 
-if have_image "$NODE_TAG" && have_image "$REDIS_TAG"; then
+# Raised when the locally made redis image changes, so machines with an older one remake it.
+REDIS_REVISION=2
+have_redis_image() {
+  have_image "$REDIS_TAG" &&
+    [ "$(docker image inspect -f '{{ index .Config.Labels "fsbench.base-revision" }}' "$REDIS_TAG" 2>/dev/null)" = "$REDIS_REVISION" ]
+}
+
+if have_image "$NODE_TAG" && have_redis_image; then
   log "$NODE_TAG and $REDIS_TAG exist"
   exit 0
 fi
@@ -105,7 +114,8 @@ FROM $DEBIAN_TAG
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server \
  && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /data && chown redis:redis /data
+ && mkdir -p /data /run/fsbench-redis && chown redis:redis /data /run/fsbench-redis
+LABEL fsbench.base-revision=$REDIS_REVISION
 WORKDIR /data
 VOLUME /data
 USER redis
@@ -116,4 +126,4 @@ EOF
 }
 
 have_image "$NODE_TAG" || node_image
-have_image "$REDIS_TAG" || redis_image
+have_redis_image || redis_image

@@ -62,7 +62,38 @@ export const SETTINGS = {
     default: 'redis://127.0.0.1:6379',
     // It may carry a password (redis://:secret@host): a malformed one is not shown.
     secret: true,
-    doc: 'Redis that carries the job queues (coordinator and agents).',
+    doc:
+      'Redis that carries the job queues (coordinator and agents): `redis://[USER:PASSWORD@]host:port`, or `rediss://` for TLS, ' +
+      "whose certificate is always verified (FSBENCH_REDIS_CA). Never shown in logs with its password.",
+  },
+  redisCa: {
+    env: 'FSBENCH_REDIS_CA',
+    flag: '--redis-ca <file>',
+    schema: z.string().min(1).optional(),
+    default: "(the system's CAs)",
+    doc: "The CA that signed Redis's TLS certificate (with a `rediss://` REDIS_URL), as a PEM file's path or the PEM text; Redis's certificate must also name the URL's host.",
+  },
+  redisCert: {
+    env: 'FSBENCH_REDIS_CERT',
+    flag: '--redis-cert <file>',
+    schema: z.string().min(1).optional(),
+    default: '(none)',
+    doc: 'Client certificate (PEM path or text) for a Redis that verifies its clients (`tls-auth-clients yes`); with FSBENCH_REDIS_KEY.',
+  },
+  redisKey: {
+    env: 'FSBENCH_REDIS_KEY',
+    flag: '--redis-key <file>',
+    schema: z.string().min(1).optional(),
+    default: '(none)',
+    doc: 'Private key of FSBENCH_REDIS_CERT (PEM path or text).',
+    secret: true,
+  },
+  redisPasswordFile: {
+    env: 'FSBENCH_REDIS_PASSWORD_FILE',
+    flag: '--redis-password-file <file>',
+    schema: z.string().min(1).optional(),
+    default: '(none)',
+    doc: "File holding Redis's password, used when REDIS_URL carries none (compose.yaml shares a generated one this way).",
   },
   port: {
     env: 'FSBENCH_PORT',
@@ -98,6 +129,22 @@ export const SETTINGS = {
     default: './data',
     doc: "The coordinator's SQLite database directory.",
   },
+  jobKey: {
+    env: 'FSBENCH_JOB_KEY',
+    flag: '--job-key <pem-or-file>',
+    schema: z.string().min(1).optional(),
+    default: '(none: the agent refuses to start)',
+    doc:
+      "An agent's copy of the coordinator's public job key: the PEM text itself or the path of a file holding it (the coordinator writes it to " +
+      '`job-key.pub.pem` in FSBENCH_DATA_DIR). Agents run only jobs signed with the matching private key and refuse the rest (JOB_UNSIGNED).',
+  },
+  jobKeyCopy: {
+    env: 'FSBENCH_JOB_KEY_COPY',
+    flag: '--job-key-copy <file>',
+    schema: z.string().startsWith('/', 'must be an absolute path').optional(),
+    default: '(none)',
+    doc: "A second file the coordinator writes its public job key to at start, for agents to read as FSBENCH_JOB_KEY (compose.yaml: the read-only `job-key` volume).",
+  },
   url: {
     env: 'FSBENCH_URL',
     flag: '--url <url>',
@@ -128,7 +175,54 @@ export const SETTINGS = {
     flag: '--scratch <dir>',
     schema: z.string().startsWith('/', 'must be an absolute path').default(path.join(os.tmpdir(), 'fsbench')),
     default: '$TMPDIR/fsbench (/tmp/fsbench)',
-    doc: 'Where runs create their files, mounts and filesystem images, and the journal of host changes.',
+    doc: 'Where runs create their files, mounts and filesystem images (and, unless FSBENCH_JOURNAL_DIR says otherwise, the journal of host changes).',
+  },
+  journalDir: {
+    env: 'FSBENCH_JOURNAL_DIR',
+    flag: '--journal-dir <dir>',
+    schema: z
+      .string()
+      .startsWith('/', 'must be an absolute path')
+      .refine((p) => path.normalize(p) === p && !p.split('/').includes('..'), 'must be a normalised path without ..')
+      .optional(),
+    default: '(FSBENCH_SCRATCH/journal)',
+    doc:
+      'The journal of host changes (kernel limits, mounts, run directories), undone after a crash by the next run or agent. ' +
+      'Every agent of one host must share it, even when each has its own scratch directory (compose.yaml: the `agent-journal` volume).',
+  },
+  allowedTargets: {
+    env: 'FSBENCH_ALLOWED_TARGETS',
+    flag: '--allowed-targets <dirs>',
+    schema: z
+      .string()
+      .default('')
+      .transform((s) => s.split(',').map((d) => d.trim()).filter((d) => d !== ''))
+      .pipe(
+        z
+          .array(
+            z
+              .string()
+              .startsWith('/', 'each must be an absolute path')
+              .refine((p) => p !== '/' && path.normalize(p) === p && !p.split('/').includes('..'), 'each must be a normalised directory other than / without ..'),
+          )
+          .max(32),
+      ),
+    default: '(the scratch directory)',
+    doc: "Comma-separated directories a cell's `target` path may lie in (inotify `target`, metadata `target` with `fs: none`); any other is refused with TARGET_NOT_ALLOWED. The scratch directory is always allowed.",
+  },
+  maxQueuedEvents: {
+    env: 'FSBENCH_MAX_QUEUED_EVENTS',
+    flag: '--max-queued-events <n>',
+    schema: z.coerce.number().int().min(16).max(2 ** 31 - 1).default(1_048_576),
+    default: '1048576',
+    doc: "Largest `maxQueuedEvents` a run may write to the host-wide /proc/sys/fs/inotify/max_queued_events (each queued event is kernel memory); a cell asking for more is refused with LIMIT_NOT_ALLOWED.",
+  },
+  maxWatches: {
+    env: 'FSBENCH_MAX_WATCHES',
+    flag: '--max-watches <n>',
+    schema: z.coerce.number().int().min(1).max(2 ** 31 - 1).default(131_072),
+    default: '131072',
+    doc: 'Most inotify watches one run may add (about 1 KiB of kernel memory each); a cell needing more is refused with LIMIT_NOT_ALLOWED.',
   },
   queuePrefix: {
     env: 'FSBENCH_QUEUE_PREFIX',

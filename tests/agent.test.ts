@@ -28,6 +28,7 @@ function lock(client: Redis, prefix: string, owner: string, events: string[], tt
       return Promise.resolve();
     },
     onLost: () => events.push(`${owner} lost`),
+    log: () => undefined,
   });
 }
 

@@ -20,6 +20,7 @@ import { freePort } from './fixtures/redis-server.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
 import { LABEL_RUN } from '../sandbox/runner.js';
+import { until } from './helpers/http.js';
 
 const exec = promisify(execFile);
 
@@ -86,6 +87,13 @@ describe('compose.yaml', () => {
     expect(services.coordinator.cap_drop).toEqual(['ALL']);
     expect(services.coordinator.cap_add).toBeUndefined();
   });
+
+  it('gives the agent the Docker socket only with compose.sandbox.yaml', () => {
+    const [cmd = 'docker-compose', ...args] = composeCmd;
+    const merged = (files: string[]) => execFileSync(cmd, [...args, ...files.flatMap((f) => ['-f', f]), 'config'], { cwd: PACKAGE_ROOT, env: baseEnv(), encoding: 'utf8' });
+    expect(merged(['compose.yaml'])).not.toContain('docker.sock');
+    expect(merged(['compose.yaml', 'compose.sandbox.yaml'])).toContain('/var/run/docker.sock');
+  });
 });
 
 describe('the stack from compose.yaml, end to end', () => {
@@ -96,7 +104,8 @@ describe('the stack from compose.yaml, end to end', () => {
 
   const compose = async (args: readonly string[], extra: Record<string, string> = {}, timeout = 600_000) => {
     const [cmd = 'docker-compose', ...pre] = composeCmd;
-    return exec(cmd, [...pre, '-p', project, ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
+    // The sandbox cells below need the opt-in Docker socket.
+    return exec(cmd, [...pre, '-p', project, '-f', 'compose.yaml', '-f', 'compose.sandbox.yaml', ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
   };
 
   const api = async (method: string, route: string, body?: string): Promise<unknown> => {
@@ -110,25 +119,10 @@ describe('the stack from compose.yaml, end to end', () => {
     return json;
   };
 
-  const until = async <T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> => {
-    const deadline = Date.now() + ms;
-    let last: unknown;
-    while (Date.now() < deadline) {
-      try {
-        const v = await probe();
-        if (v !== undefined) return v;
-      } catch (err) {
-        last = err;
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
-    throw new Error(`timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
-  };
-
   /** Submits a matrix and waits until it is done; returns its stored runs. */
   const runMatrix = async (yaml: string) => {
     const { id } = Submitted.parse(await api('POST', '/v1/matrices', yaml));
-    await until(`matrix ${id}`, 180_000, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined));
+    await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
     return Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`)).runs;
   };
 
@@ -154,10 +148,10 @@ describe('the stack from compose.yaml, end to end', () => {
       // leaves the first alone. Different host ids let both take part in `placement: all`.
       await compose(['up', '-d', '--scale', 'agent=1'], { FSBENCH_LABELS: 'e2e-alpha', FSBENCH_HOST_ID: 'e2e-alpha' });
       await compose(['up', '-d', '--scale', 'agent=2', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta' });
-      await until('two live agents', 120_000, async () => {
+      await until('two live agents', async () => {
         const a = Agents.parse(await api('GET', '/v1/agents'));
         return a.hosts === 2 ? a : undefined;
-      });
+      }, { ms: 120_000, everyMs: 500, retryErrors: true });
     } catch (err) {
       await teardown().catch(() => undefined);
       throw err;
@@ -169,6 +163,14 @@ describe('the stack from compose.yaml, end to end', () => {
     const left = await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${project}`] } });
     expect(left).toEqual([]);
   }, 240_000);
+
+  it('refuses to start Redis published beyond loopback without REDIS_PASSWORD, saying so', async () => {
+    const refused = await compose(['run', '--rm', '-T', '--no-deps', 'redis'], { FSBENCH_REDIS_PUBLISH: '0.0.0.0:6379' }, 120_000).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(String(refused instanceof Error && 'stderr' in refused ? refused.stderr : refused)).toContain('without REDIS_PASSWORD');
+  }, 180_000);
 
   it('brings up two agents with their labels', async () => {
     const a = Agents.parse(await api('GET', '/v1/agents'));

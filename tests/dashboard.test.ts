@@ -4,6 +4,7 @@
  * compare and upload routers mounted in front of it. Matrices are stored through the upload
  * route, as a laptop's `fsbench upload` would.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +15,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { writeStatus } from '../queue/registry.js';
+import { JobSigner } from '../queue/signing.js';
 import { expandMatrix, parseMatrix, type MatrixInput } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { syntheticFingerprint, syntheticRuns } from './fixtures/synthetic.js';
@@ -163,7 +165,7 @@ describe('dashboard in headless Chromium', () => {
     hub = new ProgressHub(store);
     const coordinator = buildApp({
       store,
-      dispatcher: new Dispatcher(client, prefix, 3, 200_000),
+      dispatcher: new Dispatcher(client, prefix, 3, 200_000, new JobSigner(generateKeyPairSync('ed25519').privateKey)),
       hub,
       redis: client,
       prefix,

@@ -15,13 +15,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
+import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');
 const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
-/** A harmless host-wide sysctl that no other test touches, standing in for the inotify limits. */
-const SYSCTL = '/proc/sys/fs/lease-break-time';
+/**
+ * A host-wide limit the journal may restore (it accepts only the limits fsbench changes), which
+ * no-op runs leave alone; raised by one, so nothing on the host runs short meanwhile.
+ */
+const SYSCTL = '/proc/sys/fs/inotify/max_user_instances';
 
 function newestSource(dir: string): number {
   let newest = 0;
@@ -115,7 +119,10 @@ interface Setup {
 
 async function setup(name: string): Promise<Setup> {
   const dataDir = await tempDir('data');
+  // The coordinator's key made before it starts, so agents may start first and be given it.
+  await writeNewJobKey(dataDir);
   const env = {
+    FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
     REDIS_URL: redis.url,
     FSBENCH_QUEUE_PREFIX: uniquePrefix(name),
     FSBENCH_DATA_DIR: dataDir,
@@ -192,6 +199,7 @@ describe('an agent killed in the middle of a run', () => {
     const a1 = await agent(s, 'a1');
     const a2 = await agent(s, 'a2');
     const original = await readFile(SYSCTL, 'utf8');
+    const changed = `${Number(original) + 1}\n`;
     const { id } = (await client.json('POST', '/v1/matrices', noop('kill-agent', 1, 1, 2000))) as { id: string };
 
     let victim: Proc | undefined;
@@ -208,18 +216,18 @@ describe('an agent killed in the middle of a run', () => {
     // survivor must restore it once the lock lapses, though no-op runs never take the lock.
     // The lock as the victim's heartbeat would hold it, lapsing a while after the victim dies.
     const direct = new Redis(redis.url);
-    await direct.set(`${s.env.FSBENCH_QUEUE_PREFIX ?? ''}:host-lock:host-1`, 'the-victims-run', 'PX', 3000);
+    await direct.set(`${s.env.FSBENCH_QUEUE_PREFIX ?? ''}:host-lock:host-1`, `${victim === a1 ? 'a1' : 'a2'}-1-00000000/6f9619ff-8b86-4011-b42d-00c04fc964ff`, 'PX', 3000);
     direct.disconnect();
     const change = `
       import { writeFileSync } from 'node:fs';
       import { Journal } from ${JSON.stringify(JOURNAL_JS)};
       const journal = await Journal.open(${JSON.stringify(path.join(s.env.FSBENCH_SCRATCH ?? '', 'journal'))});
       await journal.record({ kind: 'sysctl', path: ${JSON.stringify(SYSCTL)}, original: ${JSON.stringify(original)} });
-      writeFileSync(${JSON.stringify(SYSCTL)}, '31\\n');
+      writeFileSync(${JSON.stringify(SYSCTL)}, ${JSON.stringify(changed)});
       process.kill(process.pid, 'SIGKILL');`;
     const helper = spawn(process.execPath, ['--input-type=module', '-e', change], { stdio: 'inherit', cwd: ROOT });
     await new Promise((r) => helper.once('exit', r));
-    expect(await readFile(SYSCTL, 'utf8')).toBe('31\n');
+    expect(await readFile(SYSCTL, 'utf8')).toBe(changed);
     victim.child.kill('SIGKILL');
 
     const done = await waitState(client, id, (m) => m.state === 'done', 30_000);

@@ -151,7 +151,7 @@ describe('without privileges', () => {
       chmodSync(dir.dir, 0o777);
       const file = path.join(dir.dir, 'm.yaml');
       writeFileSync(file, `name: unpriv\nworkload: inotify\nwarmup: 0\nrepetitions: 1\nparams:\n  maxQueuedEvents: 5555\n  target: ${dir.dir}\n  duration: 100ms\n`);
-      const child = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, CLI, 'run', file, '--scratch', path.join(dir.dir, 's'), '--format', 'json', '--no-progress'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, CLI, 'run', file, '--scratch', path.join(dir.dir, 's'), '--allowed-targets', dir.dir, '--format', 'json', '--no-progress'], { stdio: ['ignore', 'pipe', 'pipe'] });
       const r = await exited(child);
       expect(r.code).toBe(0);
       const report = JSON.parse(r.stdout) as { cells: { ok: number; problem: string }[] };

@@ -3,13 +3,19 @@
  * against it, each stopped (and its directories removed) after the test that started it, or
  * after the file when started in beforeAll. Call `useCluster()` at the top level of a test
  * file: it registers the hooks.
+ *
+ * One job key pair per cluster: each coordinator's data directory is given its private key
+ * before the coordinator starts (unless it has one already), and each agent its public key, so
+ * agents run the jobs of any coordinator of the file, whichever starts first.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { startAgent, type AgentSettings, type RunningAgent } from '../../agent/agent.js';
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../../coordinator/server.js';
+import { JOB_KEY_FILE } from '../../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from '../fixtures/redis-server.js';
 
 export interface Cluster {
@@ -17,6 +23,8 @@ export interface Cluster {
   readonly redis: () => TestRedis;
   /** A coordinator on a free port with its own queue prefix and data directory (`over.dataDir`'s is removed after, too). */
   coordinator(over?: Partial<CoordinatorSettings>): Promise<RunningCoordinator & { prefix: string; dataDir: string }>;
+  /** The public job key (PEM) the cluster's agents are given (FSBENCH_JOB_KEY). */
+  readonly jobKey: string;
   /** An agent on `hostId` with its own scratch directory. */
   agent(prefix: string, hostId: string, machine: string, labels?: string[], over?: Partial<AgentSettings>): Promise<RunningAgent>;
   /** Runs after the current test (after the file, from beforeAll), in reverse order of registration. */
@@ -31,6 +39,9 @@ export function useCluster(name = 'test'): Cluster {
   const perFile: (() => Promise<void>)[] = [];
   let inTest = false;
   const cleanups = { push: (fn: () => Promise<void>) => (inTest ? perTest : perFile).push(fn) };
+  const keys = generateKeyPairSync('ed25519');
+  const privatePem = keys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const jobKey = keys.publicKey.export({ type: 'spki', format: 'pem' }).toString();
   beforeAll(async () => {
     redis = await startRedis();
   });
@@ -51,10 +62,15 @@ export function useCluster(name = 'test'): Cluster {
   };
   return {
     redis: server,
+    jobKey,
     cleanup: (fn) => cleanups.push(fn),
     async coordinator(over = {}) {
       const dataDir = over.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-coord-`)));
       const prefix = over.queuePrefix ?? uniquePrefix(name);
+      // 'wx': a data directory reused from an earlier coordinator keeps its key.
+      await writeFile(path.join(dataDir, JOB_KEY_FILE), privatePem, { mode: 0o600, flag: 'wx' }).catch((err: unknown) => {
+        if (!(err instanceof Error && 'code' in err && err.code === 'EEXIST')) throw err;
+      });
       const c = await startCoordinator(
         {
           redisUrl: server().url, queuePrefix: prefix, port: 0, host: '127.0.0.1', token: undefined, readAuth: 'open', dataDir,
@@ -71,10 +87,14 @@ export function useCluster(name = 'test'): Cluster {
     },
     async agent(prefix, hostId, machine, labels = [], over = {}) {
       const scratch = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-agent-`));
+      // An agent refusing to start (a test of that) leaves no directory behind.
       const a = await startAgent(
-        { redisUrl: server().url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000, ...over },
+        { redisUrl: server().url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000, jobKey, ...over },
         quiet,
-      );
+      ).catch(async (err: unknown) => {
+        await rm(scratch, { recursive: true, force: true });
+        throw err;
+      });
       cleanups.push(async () => {
         await a.stop();
         await rm(scratch, { recursive: true, force: true });

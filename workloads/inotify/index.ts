@@ -11,7 +11,7 @@ import { Teardown } from '../../host/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
 import { applyLimits } from './limits.js';
 import { runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';
-import { prepareTarget } from './target.js';
+import { prepareTarget, tmpfsBytes } from './target.js';
 import { startWatcher, waitQuiet, type NodeWatcher } from './watchers.js';
 
 /** The cell's parameters, parsed from the job's generic values into their types. */
@@ -173,8 +173,7 @@ export const inotifyWorkload: WorkloadRunner = {
         watches: p.watch === 'files' ? p.files + markers : 1,
         instances: 1,
       });
-      // Files never grow (writes at offset 0): the tmpfs needs one block per file, plus slack.
-      const bytes = (p.files + markers) * Math.max(4096, p.writeBytes) * 2;
+      const bytes = tmpfsBytes(p.files + markers, p.writeBytes);
       const target = await prepareTarget(teardown, p.target, ctx.scratchDir, bytes);
       if (ctx.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
       const info: Record<string, string | number | boolean | null> = { targetDir: p.target };

@@ -7,9 +7,9 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { InotifyLimits } from '../../contract/fingerprint.js';
 import { FsbenchError } from '../../contract/errors.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
-import type { Teardown } from '../../host/journal.js';
+import type { KnownSysctl, Teardown } from '../../host/journal.js';
 
-const SYSCTL: Readonly<Record<keyof InotifyLimits, string>> = {
+const SYSCTL: Readonly<Record<keyof InotifyLimits, KnownSysctl>> = {
   maxQueuedEvents: '/proc/sys/fs/inotify/max_queued_events',
   maxUserWatches: '/proc/sys/fs/inotify/max_user_watches',
   maxUserInstances: '/proc/sys/fs/inotify/max_user_instances',

@@ -10,6 +10,14 @@ import type { Teardown } from '../../host/journal.js';
 
 const exec = promisify(execFile);
 
+/**
+ * The size of a run's private tmpfs: files never grow (writes at offset 0), so each needs its
+ * write rounded up to a page, with as much again for slack. The host check sizes memory by it.
+ */
+export function tmpfsBytes(files: number, writeBytes: number): number {
+  return Math.max(16 * 1024 ** 2, files * Math.max(4096, writeBytes) * 2);
+}
+
 export interface Target {
   readonly dir: string;
   readonly fsType: string | null;

@@ -1,0 +1,149 @@
+/**
+ * Part of `npm run bench:dispatch`: what the coordinator pays per run as the hosts grow. The
+ * same number of no-op runs, placed with `placement: all` over 2 and over 100 simulated hosts
+ * (agents with distinct host ids, many to a process: a process per agent would measure this
+ * machine's two cores, not the coordinator), side by side in one run. The coordinator is a
+ * process of its own, so its CPU (user + system, from /proc) is its alone; it is read from the
+ * submission until the last run is stored, and again over a stretch with nothing to do, which
+ * is what watching that many hosts costs by itself.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { startAgent, type RunningAgent } from '../agent/agent.js';
+import { CoordinatorClient } from '../coordinator/client.js';
+import { loadSettings } from '../settings/index.js';
+import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
+
+/** Cells per matrix: the contract caps a parameter list at 1000 values. */
+const PER_MATRIX = 1000;
+/** Processes the simulated hosts' agents share. */
+const AGENT_PROCESSES = 2;
+/** How long the idle coordinator is watched. */
+const IDLE_MS = 5000;
+
+export interface HostScalingSide {
+  readonly hosts: number;
+  readonly runs: number;
+  readonly seconds: number;
+  readonly coordinatorCpuSeconds: number;
+  readonly coordinatorCpuMsPerRun: number;
+  /** CPU the coordinator used per second with every agent live and no work: polling and watching. */
+  readonly coordinatorIdleCpuMsPerSecond: number;
+}
+
+export interface HostScaling {
+  readonly setup: string;
+  readonly rounds: { readonly round: number; readonly sides: HostScalingSide[] }[];
+  /** Coordinator CPU per run at the most hosts / at the fewest, per round and their median. */
+  readonly ratio: { readonly median: number; readonly perRound: number[] };
+}
+
+/** The agents of `count` simulated hosts in this process, until SIGTERM (`--role agents`). */
+export async function agentsProcess(count: number, first: number): Promise<void> {
+  const s = loadSettings(['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey'], {});
+  const quiet = () => undefined;
+  const agents: RunningAgent[] = [];
+  for (let i = first; i < first + count; i += 10) {
+    const batch = Array.from({ length: Math.min(10, first + count - i) }, (_, k) => {
+      const n = String(i + k).padStart(3, '0');
+      return startAgent({ ...s, hostId: `bench-host-${n}`, machine: `bench-${n}`, scratch: path.join(s.scratch, n) }, quiet);
+    });
+    agents.push(...(await Promise.all(batch)));
+  }
+  process.stdout.write('ready\n');
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  await Promise.all(agents.map((a) => a.stop()));
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+async function cpuSecondsOf(pid: number | undefined): Promise<number> {
+  const stat = await readFile(`/proc/${pid ?? 0}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime, in clock ticks (100 per second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+const Agents = z.object({ hosts: z.number() }).loose();
+const Created = z.object({ id: z.string(), runs: z.number() }).loose();
+const Matrix = z.object({ state: z.string() }).loose();
+
+async function side(redisUrl: string, cli: string, self: string, hosts: number, runs: number, round: number): Promise<HostScalingSide> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-hosts-'));
+  const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: `bench-hosts-${hosts}-${round}`, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
+  const coord = child([cli, 'coordinator'], env);
+  const procs: ReturnType<typeof child>[] = [];
+  try {
+    const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
+    const agentEnv = { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem') };
+    for (let p = 0; p < AGENT_PROCESSES; p++) {
+      const first = Math.floor((p * hosts) / AGENT_PROCESSES);
+      const count = Math.floor(((p + 1) * hosts) / AGENT_PROCESSES) - first;
+      procs.push(child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], agentEnv));
+    }
+    for (const p of procs) await waitOutput(p.output, /ready/);
+    const client = new CoordinatorClient(url);
+    while (Agents.parse(await client.json('GET', '/v1/agents')).hosts < hosts) await sleep(100);
+    const cells = Math.ceil(runs / hosts);
+    const before = await cpuSecondsOf(coord.proc.pid);
+    const start = Date.now();
+    const ids: string[] = [];
+    let placed = 0;
+    for (let i = 0; i < cells; i += PER_MATRIX) {
+      const values = Array.from({ length: Math.min(PER_MATRIX, cells - i) }, (_, k) => i + k);
+      const m = Created.parse(await client.json('POST', '/v1/matrices', { name: `hosts-${hosts}-${i}`, workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: values } }));
+      ids.push(m.id);
+      placed += m.runs;
+    }
+    for (const id of ids) while (Matrix.parse(await client.json('GET', `/v1/matrices/${id}`)).state !== 'done') await sleep(250);
+    const seconds = (Date.now() - start) / 1000;
+    const busy = (await cpuSecondsOf(coord.proc.pid)) - before;
+    const idleBefore = await cpuSecondsOf(coord.proc.pid);
+    await sleep(IDLE_MS);
+    const idle = (await cpuSecondsOf(coord.proc.pid)) - idleBefore;
+    return {
+      hosts,
+      runs: placed,
+      seconds: Number(seconds.toFixed(2)),
+      coordinatorCpuSeconds: Number(busy.toFixed(2)),
+      coordinatorCpuMsPerRun: Number(((busy * 1000) / placed).toFixed(3)),
+      coordinatorIdleCpuMsPerSecond: Number(((idle * 1000) / (IDLE_MS / 1000)).toFixed(1)),
+    };
+  } finally {
+    await Promise.all(procs.map((p) => stopChild(p.proc)));
+    await stopChild(coord.proc);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2;
+}
+
+/** Rounds of every host count, the order alternating so drift favours neither. */
+export async function measureHostScaling(redisUrl: string, cli: string, self: string, hostCounts: readonly number[], runs: number, rounds: number): Promise<HostScaling> {
+  const result: HostScaling['rounds'] = [];
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? hostCounts : [...hostCounts].reverse();
+    const sides: HostScalingSide[] = [];
+    for (const hosts of order) {
+      const s = await side(redisUrl, cli, self, hosts, runs, round);
+      process.stderr.write(`hosts round ${round + 1}: ${hosts} hosts: ${s.coordinatorCpuMsPerRun} ms coordinator CPU per run, idle ${s.coordinatorIdleCpuMsPerSecond} ms/s\n`);
+      sides.push(s);
+    }
+    result.push({ round, sides: sides.sort((a, b) => a.hosts - b.hosts) });
+  }
+  const perRound = result.map((r) => Number(((r.sides.at(-1)?.coordinatorCpuMsPerRun ?? Number.NaN) / (r.sides[0]?.coordinatorCpuMsPerRun ?? Number.NaN)).toFixed(3)));
+  return {
+    setup:
+      `${runs} no-op runs per side, placement: all (cells = runs / hosts), submitted over HTTP; a coordinator process; ` +
+      `the hosts' agents in-process in ${AGENT_PROCESSES} processes, distinct FSBENCH_HOST_ID each, default heartbeat; ` +
+      `coordinator CPU from the submission until the last run is stored, then ${IDLE_MS / 1000} s idle`,
+    rounds: result,
+    ratio: { median: median(perRound), perRound },
+  };
+}

@@ -1,0 +1,157 @@
+/**
+ * A host protects itself from cells that would take more than it has, on the real kernel: each
+ * refusal is a `failed` run with its code, made before anything of the run exists (no mount, no
+ * directory, no journal entry, no changed limit), through the same `runCell` agents use and
+ * through `fsbench run`.
+ */
+import { mkdir, readdir, symlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Cell } from '../contract/matrix.js';
+import type { RunResult } from '../contract/result.js';
+import { collectFingerprint } from '../host/fingerprint.js';
+import { Journal } from '../host/journal.js';
+import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
+import { runCell } from '../runner/run-cell.js';
+import { cellOf, mountsUnder, runCli, sysctl, tempDir } from './helpers/local.js';
+
+let scratch: { dir: string; remove: () => void };
+beforeEach(() => {
+  scratch = tempDir('fsbench-budget-');
+});
+afterEach(() => {
+  scratch.remove();
+});
+
+async function run(cell: Cell, budget: HostBudget = DEFAULT_BUDGET): Promise<RunResult> {
+  const journal = await Journal.open(path.join(scratch.dir, 'journal'));
+  const fingerprint = await collectFingerprint();
+  return runCell({ matrix: 't', cell, repetition: 0, fingerprint }, { scratchDir: scratch.dir, journal, signal: new AbortController().signal, log: () => undefined, budget });
+}
+
+function refusal(r: RunResult): { code: string; message: string } {
+  if (r.state !== 'failed') throw new Error(`expected a failed run, got ${r.state}`);
+  return r.error;
+}
+
+/** Nothing of a run exists: no run directory or image, no mount, no journal entry. */
+async function expectNothingLeft(): Promise<void> {
+  expect((await readdir(scratch.dir)).filter((n) => n.startsWith('fsbench-'))).toEqual([]);
+  expect(mountsUnder(scratch.dir)).toEqual([]);
+  expect((await readdir(path.join(scratch.dir, 'journal'))).filter((n) => n.endsWith('.json'))).toEqual([]);
+}
+
+describe('memory', () => {
+  it('refuses with HOST_TOO_SMALL a tmpfs of 65536 files x 1MiB writes, larger than MemAvailable', async () => {
+    const queued = sysctl('max_queued_events');
+    const r = refusal(await run(cellOf('inotify', { files: 65536, writeBytes: '1MiB', target: 'tmpfs', maxQueuedEvents: 4321, duration: '100ms' })));
+    expect(r.code).toBe('HOST_TOO_SMALL');
+    expect(r.message).toMatch(/^a tmpfs for 65544 files of 1MiB writes needs 128\.0 GiB, but this host has .* to spare \(MemAvailable /);
+    expect(r.message).toMatch(/lower files or writeBytes/);
+    expect(sysctl('max_queued_events')).toBe(queued);
+    await expectNothingLeft();
+  });
+});
+
+describe('scratch space', () => {
+  it('refuses with HOST_TOO_SMALL a filesystem image whose files outgrow the free space of the scratch filesystem', async () => {
+    const cell = cellOf('metadata', { fs: 'xfs', fsSize: '16777215MiB', dirs: 1000, filesPerDir: 1000, fileSize: '1MiB' });
+    const r = refusal(await run(cell));
+    expect(r.code).toBe('HOST_TOO_SMALL');
+    expect(r.message).toMatch(/^the sparse xfs image \(fsSize 16777215MiB; mkfs's metadata and 1000 x 1000 files of 1MiB\) needs 985\.1 GiB, but the scratch directory .* has .* free/);
+    await expectNothingLeft();
+  });
+
+  it('lets a sparse image far larger than the free space through when what is written fits', async () => {
+    // 16 TiB of image against some tens of GiB free: the image costs what mkfs and the files write.
+    const cell = cellOf('metadata', { fs: 'xfs', fsSize: '16777215MiB', dirs: 2, filesPerDir: 2, fileSize: 0, cache: 'warm' });
+    const r = await run(cell);
+    expect(r.state === 'failed' ? r.error.code : r.state).not.toBe('HOST_TOO_SMALL');
+  });
+});
+
+describe('kernel limits', () => {
+  it('refuses with LIMIT_NOT_ALLOWED a maxQueuedEvents of 2^31-1 on the host-wide sysctl, which keeps its value', async () => {
+    const queued = sysctl('max_queued_events');
+    const r = refusal(await run(cellOf('inotify', { maxQueuedEvents: 2 ** 31 - 1, duration: '100ms' })));
+    expect(r).toEqual({
+      code: 'LIMIT_NOT_ALLOWED',
+      message:
+        'maxQueuedEvents 2147483647 is above the 1048576 this host allows on its host-wide fs.inotify.max_queued_events ' +
+        '(FSBENCH_MAX_QUEUED_EVENTS): ask for less, or raise the cap on the host',
+    });
+    expect(sysctl('max_queued_events')).toBe(queued);
+    await expectNothingLeft();
+  });
+
+  it('refuses with LIMIT_NOT_ALLOWED more watches than the cap, and lets watch: dir through', async () => {
+    const budget = { ...DEFAULT_BUDGET, maxWatches: 100 };
+    const r = refusal(await run(cellOf('inotify', { files: 128, writers: 2, duration: '100ms' }), budget));
+    expect(r.code).toBe('LIMIT_NOT_ALLOWED');
+    expect(r.message).toMatch(/^the run needs 130 inotify watches \(files \+ latency markers\), above the 100 this host allows \(FSBENCH_MAX_WATCHES\)/);
+    await expectNothingLeft();
+    const dir = await run(cellOf('inotify', { files: 128, writers: 2, watch: 'dir', duration: '100ms' }), budget);
+    expect(dir.state).toBe('ok');
+  });
+});
+
+describe('target directories', () => {
+  it('refuses with TARGET_NOT_ALLOWED a target outside the scratch directory, also one reached through a symlink', async () => {
+    const outside = tempDir('fsbench-budget-outside-');
+    try {
+      const direct = refusal(await run(cellOf('inotify', { target: outside.dir, duration: '100ms' })));
+      expect(direct.code).toBe('TARGET_NOT_ALLOWED');
+      expect(direct.message).toBe(
+        `target ${outside.dir} is outside the directories this host allows runs in (${scratch.dir}): ` +
+          'use a directory under one of them, or add its root to FSBENCH_ALLOWED_TARGETS on the host',
+      );
+      await symlink(outside.dir, path.join(scratch.dir, 'link'));
+      const linked = refusal(await run(cellOf('metadata', { fs: 'none', target: path.join(scratch.dir, 'link'), dirs: 1, filesPerDir: 1 })));
+      expect(linked.code).toBe('TARGET_NOT_ALLOWED');
+      expect(linked.message).toContain(`(${outside.dir}) is outside`);
+      expect(await readdir(outside.dir)).toEqual([]);
+    } finally {
+      outside.remove();
+    }
+  });
+
+  it('runs in a target under an allowed root (FSBENCH_ALLOWED_TARGETS) and under the scratch directory', async () => {
+    const allowed = tempDir('fsbench-budget-allowed-');
+    try {
+      const inAllowed = path.join(allowed.dir, 'data');
+      await mkdir(inAllowed);
+      const journal = await Journal.open(path.join(scratch.dir, 'journal'), { scratch: scratch.dir, targets: [allowed.dir] });
+      const fingerprint = await collectFingerprint();
+      const cell = cellOf('metadata', { fs: 'none', target: inAllowed, dirs: 2, filesPerDir: 2, cache: 'warm' });
+      const r = await runCell(
+        { matrix: 't', cell, repetition: 0, fingerprint },
+        { scratchDir: scratch.dir, journal, signal: new AbortController().signal, log: () => undefined, budget: { ...DEFAULT_BUDGET, allowedTargets: [allowed.dir] } },
+      );
+      expect(r.state).toBe('ok');
+      expect(await readdir(inAllowed)).toEqual([]);
+      const underScratch = path.join(scratch.dir, 'data');
+      await mkdir(underScratch);
+      expect((await run(cellOf('metadata', { fs: 'none', target: underScratch, dirs: 2, filesPerDir: 2, cache: 'warm' }))).state).toBe('ok');
+    } finally {
+      allowed.remove();
+    }
+  });
+});
+
+describe('fsbench run', () => {
+  it('stores a refused cell as failed with its code and goes on with the next', async () => {
+    const file = path.join(scratch.dir, 'm.yaml');
+    await writeFile(
+      file,
+      'name: budget\nworkload: inotify\nwarmup: 0\nrepetitions: 1\nparams:\n  maxQueuedEvents: [2000000, 20000]\n  duration: 100ms\n  files: 8\n  writers: 1\n',
+    );
+    const r = await runCli(['run', file, '--scratch', path.join(scratch.dir, 's'), '--format', 'json', '--no-progress'], { FSBENCH_MAX_QUEUED_EVENTS: '1000000' });
+    expect(r.code).toBe(0);
+    const report = z.object({ cells: z.array(z.object({ ok: z.number(), problem: z.string().nullish() }).loose()) }).parse(JSON.parse(r.stdout));
+    expect(report.cells).toHaveLength(2);
+    expect(report.cells[0]?.ok).toBe(0);
+    expect(report.cells[0]?.problem).toMatch(/^LIMIT_NOT_ALLOWED: maxQueuedEvents 2000000 is above the 1000000 this host allows/);
+    expect(report.cells[1]?.ok).toBe(1);
+  });
+});
