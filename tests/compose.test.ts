@@ -207,4 +207,39 @@ describe('the stack from compose.yaml, end to end', () => {
     for (const r of runs) expect(r.info?.['sandboxImage']).toMatch(/^[0-9a-f]{12}$/);
     expect(await docker.listContainers({ all: true, filters: { label: [LABEL_RUN] } })).toEqual([]);
   }, 240_000);
+
+  it('undoes the kernel limit of a replica killed mid-run and removed, through the shared journal, before its host runs again', async () => {
+    // A second replica of host e2e-beta, as `--scale` makes it: its own scratch, the one journal volume.
+    await compose(['up', '-d', '--scale', 'agent=3', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta' });
+    const Live = z.object({
+      agents: z.array(z.object({ hostId: z.string(), machine: z.string(), currentRun: z.unknown(), fingerprint: z.object({ hostname: z.string() }).loose() }).loose()),
+    });
+    const onBeta = async () => Live.parse(await api('GET', '/v1/agents')).agents.filter((a) => a.hostId === 'e2e-beta');
+    await until('two agents on host e2e-beta', async () => ((await onBeta()).length === 2 ? true : undefined), { ms: 120_000, everyMs: 500, retryErrors: true });
+
+    // The agents share this kernel: the limit they change is the one this test reads.
+    const SYSCTL = '/proc/sys/fs/inotify/max_queued_events';
+    const limit = () => readFileSync(SYSCTL, 'utf8').trim();
+    const original = limit();
+    const asked = String(Number(original) + 1234);
+    const matrix = `name: e2e-kill\nworkload: inotify\nwarmup: 0\nrepetitions: 1\nparams:\n  maxQueuedEvents: ${asked}\n  duration: 8s\n  files: 4\n  writers: 1\nplacement: { labels: [e2e-beta] }\n`;
+    const { id } = Submitted.parse(await api('POST', '/v1/matrices', matrix));
+    const victim = await until('the run to start on host e2e-beta', async () => (await onBeta()).find((a) => a.currentRun !== null && limit() === asked), { ms: 60_000, everyMs: 100, retryErrors: true });
+    const container = docker.getContainer(victim.fingerprint.hostname);
+    await container.kill({ signal: 'SIGKILL' });
+    await container.remove({ force: true });
+    expect(limit()).toBe(asked);
+
+    // The survivor takes the host lock once the dead replica's lapses (5 heartbeats) and undoes the
+    // change; the run itself comes back only after the stall timeout (30 s), on the survivor.
+    await until('the limit restored', () => Promise.resolve(limit() === original ? true : undefined), { ms: 60_000, everyMs: 100 });
+    expect(Detail.extend({ progress: z.object({ stored: z.number() }).loose() }).parse(await api('GET', `/v1/matrices/${id}`)).progress.stored).toBe(0);
+
+    await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
+    const { runs } = Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`));
+    expect(runs).toHaveLength(1);
+    expect(runs[0]).toMatchObject({ state: 'ok', attempts: 2 });
+    expect(runs[0]?.machine).not.toBe(victim.machine);
+    expect(limit()).toBe(original);
+  }, 300_000);
 });

@@ -135,8 +135,8 @@ describe('two agents of one host with separate scratch directories and one journ
 
     const long = { name: 'changes-limit', workload: 'inotify', warmup: 0, repetitions: 1, params: { maxQueuedEvents: changed, duration: '30s', files: 8, writers: 1 } };
     await client.json('POST', '/v1/matrices', long);
-    await until('the first agent changed max_queued_events', async () => Number((await readFile(QUEUED, 'utf8')).trim()) === changed);
-    expect(mountsUnder(scratchA)).toHaveLength(1);
+    // The limit is set before the tmpfs is mounted: wait for both, so the kill leaves both behind.
+    await until('the first agent changed max_queued_events and mounted its tmpfs', async () => Number((await readFile(QUEUED, 'utf8')).trim()) === changed && mountsUnder(scratchA).length === 1);
     if (a.child.pid === undefined) throw new Error('the first agent has no pid');
     process.kill(-a.child.pid, 'SIGKILL');
     await new Promise((r) => a.child.once('exit', r));
