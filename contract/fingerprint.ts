@@ -57,6 +57,19 @@ export const DockerFingerprint = z
   .strict();
 export type DockerFingerprint = z.infer<typeof DockerFingerprint>;
 
+/** One CPU cache as the kernel's topology describes it (sysfs `cpu0/cache/indexN`). */
+export const CacheInfo = z
+  .object({
+    level: z.number().int().min(1).max(8),
+    type: z.enum(['Data', 'Instruction', 'Unified']),
+    /** This instance's size: what the CPUs in `sharedCpus` share. */
+    bytes: bytes,
+    /** The CPUs sharing this instance, as the kernel lists them (`0-1`, `0,2`). */
+    sharedCpus: z.string().regex(/^[0-9,-]{1,256}$/),
+  })
+  .strict();
+export type CacheInfo = z.infer<typeof CacheInfo>;
+
 export const MachineFingerprint = z
   .object({
     hostname: MachineName,
@@ -74,6 +87,9 @@ export const MachineFingerprint = z
         l1dBytes: bytes.nullable(),
         l2Bytes: bytes.nullable(),
         l3Bytes: bytes.nullable(),
+        /** Where the three sizes above came from: the kernel's topology, or glibc's sysconf where sysfs has nothing. */
+        cacheSource: z.enum(['sysfs', 'sysconf']).nullable().default(null),
+        caches: z.array(CacheInfo).max(16).default([]),
       })
       .strict(),
     memoryBytes: bytes,

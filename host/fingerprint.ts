@@ -4,12 +4,12 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
+import { CacheInfo, InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
 import { readBootId } from './kernel.js';
 import { nativeProgram, PACKAGE_ROOT } from './native.js';
 
@@ -68,6 +68,45 @@ function containerRuntime(): string | null {
 }
 
 
+/** Where the kernel describes the caches CPU 0 sees, one `indexN` directory per cache. */
+export const CPU0_CACHES = '/sys/devices/system/cpu/cpu0/cache';
+
+/** `32K`, `32768K`, `1M`, as sysfs spells cache sizes (binary units). */
+function cacheSize(text: string): number | null {
+  const m = /^(\d+)([KMG]?)$/.exec(text.trim());
+  if (!m?.[1]) return null;
+  const unit = m[2] === 'K' ? 1024 : m[2] === 'M' ? 1024 ** 2 : m[2] === 'G' ? 1024 ** 3 : 1;
+  return Number(m[1]) * unit;
+}
+
+/**
+ * The caches CPU 0 sees, from the kernel's topology: each cache's own size, which is what a
+ * working set competes for. glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) can say otherwise (268435456
+ * on a 2-vCPU EPYC VM whose sysfs and lscpu say 32 MiB per instance). Empty when sysfs has
+ * nothing (some VMs and architectures); a cache whose files cannot be read is left out.
+ */
+export async function readCaches(dir = CPU0_CACHES): Promise<CacheInfo[]> {
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((n) => /^index\d+$/.test(n)).sort((a, b) => Number(a.slice(5)) - Number(b.slice(5)));
+  } catch {
+    return [];
+  }
+  const caches: CacheInfo[] = [];
+  for (const name of names) {
+    const read = (file: string) => readFile(path.join(dir, name, file), 'utf8').then((t) => t.trim(), () => null);
+    const [level, type, size, shared] = await Promise.all([read('level'), read('type'), read('size'), read('shared_cpu_list')]);
+    const parsed = CacheInfo.safeParse({ level: Number(level), type, bytes: size === null ? null : cacheSize(size), sharedCpus: shared });
+    if (parsed.success) caches.push(parsed.data);
+  }
+  return caches;
+}
+
+/** The size of the level-`level` data or unified cache, if the kernel lists one. */
+function cacheBytes(caches: readonly CacheInfo[], level: number): number | null {
+  return caches.find((c) => c.level === level && c.type !== 'Instruction')?.bytes ?? null;
+}
+
 async function sysInfo(): Promise<z.infer<typeof SysInfo> | null> {
   try {
     const { stdout } = await exec(nativeProgram('probe'), ['sysinfo']);
@@ -97,6 +136,7 @@ export async function collectFingerprint(identity: Identity = {}): Promise<Machi
   const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
   const bootId = await readBootId();
   const info = await sysInfo();
+  const caches = await readCaches();
   const hostname = os.hostname();
   return MachineFingerprint.parse({
     hostname,
@@ -108,9 +148,12 @@ export async function collectFingerprint(identity: Identity = {}): Promise<Machi
       model: cpus[0]?.model.trim() ?? 'unknown',
       logicalCores: Math.max(1, cpus.length),
       physicalCores: physicalCores(cpuinfo),
-      l1dBytes: info?.l1dBytes ?? null,
-      l2Bytes: info?.l2Bytes ?? null,
-      l3Bytes: info?.l3Bytes ?? null,
+      // sysconf only where sysfs has nothing.
+      l1dBytes: cacheBytes(caches, 1) ?? info?.l1dBytes ?? null,
+      l2Bytes: cacheBytes(caches, 2) ?? info?.l2Bytes ?? null,
+      l3Bytes: cacheBytes(caches, 3) ?? info?.l3Bytes ?? null,
+      cacheSource: caches.length > 0 ? 'sysfs' : info === null ? null : 'sysconf',
+      caches,
     },
     memoryBytes: os.totalmem(),
     container: { inContainer: containerRuntime() !== null, runtime: containerRuntime() },
