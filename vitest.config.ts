@@ -6,6 +6,8 @@ export default defineConfig({
   test: {
     include: ['tests/**/*.test.ts'],
     fileParallelism: false,
+    // Whatever a file does to the host-wide inotify limits is undone after it, pass or fail.
+    setupFiles: ['./tests/setup/host-limits.ts'],
     reporters: ['default', './tests/summary-reporter.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
