@@ -27,13 +27,13 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import { z } from 'zod';
-import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
+import { parseMatrix, type Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { loadSettings } from '../settings/index.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { Store, type StoredRun } from '../coordinator/store.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
-import { syntheticRunStream } from '../tests/fixtures/synthetic.js';
+import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
 import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -99,22 +99,9 @@ async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: numbe
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
 }
 
-/** 25 file counts x 16 buffer sizes x 5 writer counts = 2,000 cells (fewer with --cells). */
+/** 2,000 cells of the benchmarks' inotify sweep (fewer with --cells). */
 function benchCells(n: number): Cell[] {
-  const all = expandMatrix(
-    parseMatrix({
-      name: 'readers',
-      workload: 'inotify',
-      repetitions: 1,
-      warmup: 0,
-      params: {
-        files: Array.from({ length: 25 }, (_, i) => 64 * (i + 1)),
-        bufferBytes: Array.from({ length: 16 }, (_, i) => 1024 * 2 ** i),
-        writers: Array.from({ length: 5 }, (_, i) => i + 1),
-      },
-    }),
-  );
-  return all.slice(0, n);
+  return inotifySweepCells('readers', 5).slice(0, n);
 }
 
 /** A latency histogram as wide as a real run's (the probe's log-linear buckets, non-empty ones only). */

@@ -18,32 +18,20 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
+import { parseMatrix, type Cell } from '../contract/matrix.js';
 import { compareSides, readSide } from '../compare/compare.js';
 import { ReportBuilder } from '../report/build.js';
 import { storeRunSource } from '../coordinator/store-adapter.js';
-import { syntheticRunStream } from '../tests/fixtures/synthetic.js';
+import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
 import { Store, type StoredRun } from '../coordinator/store.js';
 import { median } from '../stats/summary.js';
 
 const HERE = fileURLToPath(import.meta.url);
 const OUT_DIR = path.join(path.dirname(HERE), '..', '..', 'bench', 'results');
 
-/** 25 file counts x 16 buffer sizes x 25 writer counts = 10,000 cells, the most one matrix may have. */
+/** 10,000 cells of the benchmarks' inotify sweep, the most one matrix may have. */
 function benchCells(): Cell[] {
-  return expandMatrix(
-    parseMatrix({
-      name: 'bench',
-      workload: 'inotify',
-      repetitions: 1,
-      warmup: 0,
-      params: {
-        files: Array.from({ length: 25 }, (_, i) => 64 * (i + 1)),
-        bufferBytes: Array.from({ length: 16 }, (_, i) => 1024 * 2 ** i),
-        writers: Array.from({ length: 25 }, (_, i) => i + 1),
-      },
-    }),
-  );
+  return inotifySweepCells('bench', 25);
 }
 
 function populate(store: Store, id: string, cells: readonly Cell[], repetitions: number, seed: number, effect = 1): void {

@@ -217,7 +217,8 @@ describe('running matrices on agents', () => {
     const onB = results.runs.filter((r) => r.target === 'host-b');
     expect(onB).toHaveLength(4);
     expect(onB.every((r) => r.machine === 'beta')).toBe(true);
-    // Never two runs at once on one host, though two agents serve host-a.
+    // Two agents serve host-a, but no-op runs take no host lock: "never two runs at once on one
+    // host" is tests/host-lock.test.ts, with runs that measure the kernel and agents that contend.
     const onA = results.runs.filter((r) => r.target === 'host-a').sort((x, y) => x.startedAt.localeCompare(y.startedAt));
     for (let i = 1; i < onA.length; i++) expect(Date.parse(onA[i]?.startedAt ?? '')).toBeGreaterThanOrEqual(Date.parse(onA[i - 1]?.finishedAt ?? ''));
 

@@ -4,22 +4,21 @@
  * of a matrix. The processes are the compiled CLI (`node dist/cli/fsbench.js`); `npm test`
  * compiles first, and this file compiles too when dist/ is older than the sources.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { CLI, freshCli } from './helpers/local.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');
 const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
 /**
  * A host-wide limit the journal may restore (it accepts only the limits fsbench changes), which
@@ -27,23 +26,8 @@ const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
  */
 const SYSCTL = '/proc/sys/fs/inotify/max_user_instances';
 
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const name of readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, name.name);
-    if (name.isDirectory()) newest = Math.max(newest, newestSource(p));
-    else if (name.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
-  }
-  return newest;
-}
-
 beforeAll(async () => {
-  const dirs = ['agent', 'coordinator', 'cli', 'contract', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads', 'stats', 'report', 'compare'].map((d) => path.join(ROOT, d));
-  const newest = Math.max(...dirs.filter(existsSync).map(newestSource));
-  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newest) {
-    // Type errors elsewhere must not stop the emit this test needs; the exit code is not the point.
-    await promisify(execFile)('npx', ['tsc', '-p', ROOT], { cwd: ROOT }).catch(() => undefined);
-  }
+  await freshCli();
   expect(existsSync(CLI)).toBe(true);
 }, 180_000);
 

@@ -6,7 +6,7 @@
  * restores the value, and unmounts the first one's tmpfs, before its first run.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,31 +17,16 @@ import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
-import { mountsUnder } from './helpers/local.js';
+import { until } from './helpers/http.js';
+import { CLI, freshCli, mountsUnder } from './helpers/local.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-const CLI = path.join(ROOT, 'dist', 'cli', 'fsbench.js');
 const QUEUED = '/proc/sys/fs/inotify/max_queued_events';
-
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, e.name);
-    if (e.isDirectory()) newest = Math.max(newest, newestSource(p));
-    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
-  }
-  return newest;
-}
 
 let redis: TestRedis;
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 beforeAll(async () => {
-  const sources = ['agent', 'coordinator', 'cli', 'contract', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads'].map((d) => path.join(ROOT, d));
-  if (!existsSync(CLI) || statSync(CLI).mtimeMs < Math.max(...sources.map(newestSource))) {
-    // Type errors elsewhere must not stop the emit this test needs.
-    await promisify(execFile)('npx', ['tsc', '-p', ROOT], { cwd: ROOT }).catch(() => undefined);
-  }
+  await freshCli();
   redis = await startRedis();
 }, 180_000);
 afterAll(async () => {
@@ -94,14 +79,6 @@ async function tempDir(name: string): Promise<string> {
   return d;
 }
 
-async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await sleep(50);
-  }
-}
-
 const Matrix = z.object({ state: z.string() }).loose();
 const Results = z.object({
   runs: z.array(z.object({ machine: z.string(), state: z.string(), limits: z.object({ maxQueuedEvents: z.number() }).loose().nullish() }).loose()),
@@ -136,7 +113,7 @@ describe('two agents of one host with separate scratch directories and one journ
     const long = { name: 'changes-limit', workload: 'inotify', warmup: 0, repetitions: 1, params: { maxQueuedEvents: changed, duration: '30s', files: 8, writers: 1 } };
     await client.json('POST', '/v1/matrices', long);
     // The limit is set before the tmpfs is mounted: wait for both, so the kill leaves both behind.
-    await until('the first agent changed max_queued_events and mounted its tmpfs', async () => Number((await readFile(QUEUED, 'utf8')).trim()) === changed && mountsUnder(scratchA).length === 1);
+    await until('the first agent changed max_queued_events and mounted its tmpfs', async () => (Number((await readFile(QUEUED, 'utf8')).trim()) === changed && mountsUnder(scratchA).length === 1 ? true : undefined), { ms: 20_000 });
     if (a.child.pid === undefined) throw new Error('the first agent has no pid');
     process.kill(-a.child.pid, 'SIGKILL');
     await new Promise((r) => a.child.once('exit', r));
@@ -148,7 +125,7 @@ describe('two agents of one host with separate scratch directories and one journ
     const { id } = z.object({ id: z.string() }).parse(
       await client.json('POST', '/v1/matrices', { name: 'reads-limit', workload: 'inotify', warmup: 0, repetitions: 1, params: { duration: '100ms', files: 8, writers: 1 } }),
     );
-    await until('the second matrix is done', async () => Matrix.parse(await client.json('GET', `/v1/matrices/${id}`)).state === 'done', 30_000);
+    await until('the second matrix is done', async () => (Matrix.parse(await client.json('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined));
 
     // The run the second agent measured ran under the original limit: restored before it started.
     const { runs } = Results.parse(await client.json('GET', `/v1/matrices/${id}/results`));

@@ -1,8 +1,9 @@
 /** Helpers for tests that run cells on this machine, for real. */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { expandMatrix, parseMatrix, type Cell } from '../../contract/matrix.js';
 import type { MachineFingerprint } from '../../contract/fingerprint.js';
 import type { RunResult } from '../../contract/result.js';
@@ -12,6 +13,32 @@ import { runCell } from '../../runner/run-cell.js';
 import { PACKAGE_ROOT } from '../../host/native.js';
 
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'cli', 'fsbench.js');
+
+/** What the compiled CLI is built from. */
+const CLI_SOURCES = ['agent', 'coordinator', 'cli', 'contract', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads', 'stats', 'report', 'compare'];
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) newest = Math.max(newest, newestSource(p));
+    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * Compiles the CLI when it is missing or older than its sources, for tests that spawn it as a
+ * user would (`npm test` compiles first, a lone `vitest run` may not have).
+ */
+export async function freshCli(): Promise<string> {
+  const newest = Math.max(...CLI_SOURCES.map((d) => path.join(PACKAGE_ROOT, d)).filter(existsSync).map(newestSource));
+  if (!existsSync(CLI) || statSync(CLI).mtimeMs < newest) {
+    // Type errors elsewhere must not stop the emit these tests need; the exit code is not the point.
+    await promisify(execFile)('npx', ['tsc', '-p', PACKAGE_ROOT], { cwd: PACKAGE_ROOT }).catch(() => undefined);
+  }
+  return CLI;
+}
 
 export function cellOf(workload: 'inotify' | 'metadata' | 'noop', params: Record<string, unknown>): Cell {
   const [cell] = expandMatrix(parseMatrix({ name: 't', workload, params }));
