@@ -76,7 +76,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();
-  const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [] });
+  const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [], hostId });
   const budget: HostBudget = {
     allowedTargets: s.allowedTargets ?? DEFAULT_BUDGET.allowedTargets,
     maxQueuedEvents: s.maxQueuedEvents ?? DEFAULT_BUDGET.maxQueuedEvents,

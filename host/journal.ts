@@ -61,6 +61,11 @@ const StoredEntry = z
     pidNs: z.string().max(64).optional(),
     /** The scratch root (or allowed target root) the entry's path lies in, when it has one. */
     root: NormalPath.optional(),
+    /**
+     * The writer's host id: agents simulating several hosts on one kernel (FSBENCH_HOST_ID) may
+     * share a journal, and one host's lock says nothing about another's runs.
+     */
+    hostId: z.string().max(200).optional(),
     entry: JournalEntry,
   })
   .strict();
@@ -142,6 +147,8 @@ export interface JournalOptions {
   readonly scratch?: string;
   /** Further directories runs may make their directories in (FSBENCH_ALLOWED_TARGETS). */
   readonly targets?: readonly string[];
+  /** The host id of the agent writing (see StoredEntry.hostId); none outside an agent. */
+  readonly hostId?: string;
 }
 
 export class Journal {
@@ -151,6 +158,7 @@ export class Journal {
     private readonly pidNs: string | undefined,
     /** Lexical and resolved forms of every root this journal's runs write in. */
     private readonly roots: readonly string[],
+    private readonly hostId: string | undefined,
   ) {}
 
   /** Opens (creating if needed) the journal directory, and marks the scratch directory as one. */
@@ -165,7 +173,7 @@ export class Journal {
       roots.add(root);
       roots.add(await fs.realpath(root).catch(() => root));
     }
-    return new Journal(dir, await currentBootId(), await pidNamespace(), [...roots]);
+    return new Journal(dir, await currentBootId(), await pidNamespace(), [...roots], options.hostId);
   }
 
   /** The root `p` lies strictly inside, among this journal's roots. */
@@ -185,7 +193,14 @@ export class Journal {
     if (p !== undefined && root === undefined) {
       throw new FsbenchError('INTERNAL', `refusing to journal ${p}: it is outside the scratch directory and the allowed targets (${this.roots.join(', ')})`);
     }
-    const stored: StoredEntry = { pid: process.pid, bootId: this.bootId, ...(this.pidNs ? { pidNs: this.pidNs } : {}), ...(root ? { root } : {}), entry: parsed.data };
+    const stored: StoredEntry = {
+      pid: process.pid,
+      bootId: this.bootId,
+      ...(this.pidNs ? { pidNs: this.pidNs } : {}),
+      ...(root ? { root } : {}),
+      ...(this.hostId === undefined ? {} : { hostId: this.hostId }),
+      entry: parsed.data,
+    };
     // Unique across agents sharing the directory (pids repeat across containers, the UUID does not); O_EXCL never overwrites.
     const file = path.join(this.dir, `${Date.now()}-${process.pid}-${randomUUID()}.json`);
     const handle = await fs.open(file, fsConstants.O_CREAT | fsConstants.O_WRONLY | fsConstants.O_EXCL);
@@ -284,8 +299,9 @@ export class Journal {
   private ownerGone(stored: StoredEntry, options: RecoverOptions): boolean {
     if (options.ownersGone === true) return true;
     const sameNs = stored.pidNs === undefined || this.pidNs === undefined || stored.pidNs === this.pidNs;
-    // Another container's pid says nothing here; under the host lock no other run of this host is going on.
-    if (!sameNs) return options.holdsHostLock === true;
+    // Another container's pid says nothing here; under the host lock no other run of this host
+    // is going on, but the run of another (simulated) host on this kernel may be.
+    if (!sameNs) return options.holdsHostLock === true && (stored.hostId === undefined || stored.hostId === this.hostId);
     return stored.pid === process.pid || !processAlive(stored.pid);
   }
 }
@@ -297,8 +313,9 @@ export interface RecoverOptions {
    */
   readonly ownersGone?: boolean;
   /**
-   * The caller holds the host lock, so no other agent of this host is measuring: entries written
-   * from another pid namespace (an agent in another container sharing the journal) are a dead run's.
+   * The caller holds the host lock, so no other agent of this host is measuring: entries of this
+   * host written from another pid namespace (an agent in another container sharing the journal)
+   * are a dead run's.
    */
   readonly holdsHostLock?: boolean;
   /** Undo only these kinds; entries of other kinds are dropped (what they changed went with their writer). */

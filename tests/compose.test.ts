@@ -227,16 +227,33 @@ describe('the stack from compose.yaml, end to end', () => {
     // The replica measuring is the one whose container runs the native probe (heartbeats, which
     // publish an agent's current run, come only every 2 s).
     const agentContainers = () => docker.listContainers({ filters: { label: [`com.docker.compose.project=${project}`, 'com.docker.compose.service=agent'] } });
+    // What each look found, a repeated finding once with its count.
+    const seen: { at: number; what: string; times: number }[] = [];
+    const look = (at: number, what: string) => {
+      const last = seen.at(-1);
+      if (last?.what === what) last.times += 1;
+      else seen.push({ at, what, times: 1 });
+    };
     const victim = await until('the run to start on host e2e-beta', async () => {
-      // A run that ended before it could be caught says why, rather than a timeout.
+      // A run that ended before it could be caught says why, with what each look found.
       if (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done') {
-        throw new Error(`the run ended before it was killed: ${JSON.stringify(Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`)).runs)}`);
+        const { runs } = Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`));
+        throw new Error(`the run ended before it was killed (${runs.map((r) => `${r.state} on ${r.machine} from ${r.startedAt}`).join(', ')}); looks: ${seen.map((x) => `${new Date(x.at).toISOString()} ${x.what} (x${x.times})`).join(' | ')}`);
       }
-      if (limit() !== asked) return undefined;
+      const t0 = Date.now();
+      const l = limit();
+      if (l !== asked) {
+        look(t0, `limit ${l}`);
+        return undefined;
+      }
+      const found: string[] = [];
       for (const c of await agentContainers()) {
         const top = z.object({ Processes: z.array(z.array(z.string())).nullish() }).loose().parse(await docker.getContainer(c.Id).top());
-        if ((top.Processes ?? []).some((p) => p.join(' ').includes('/probe '))) return c;
+        const procs = top.Processes ?? [];
+        if (procs.some((p) => p.join(' ').includes('/probe '))) return c;
+        found.push(`${c.Id.slice(0, 12)}: ${procs.map((p) => (p.at(-1) ?? '').slice(0, 40)).join('; ')}`);
       }
+      look(t0, `no probe in ${found.join(' / ')}`);
       return undefined;
     }, { ms: 60_000, everyMs: 100 });
     const container = docker.getContainer(victim.Id);

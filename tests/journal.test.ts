@@ -188,6 +188,32 @@ describe('one journal shared by agents with separate scratch directories', () =>
     expect(existsSync(runDir)).toBe(false);
   });
 
+  it("leaves, under one host's lock, the entries another container wrote for another host id", async () => {
+    // Two simulated hosts on one kernel (FSBENCH_HOST_ID) with one journal volume, as compose's
+    // e2e test runs them: host-a's lock must not undo what host-b's run is measuring under.
+    const shared = path.join(await tempDir('shared'), 'journal');
+    const scratch = await tempDir('scratch');
+    const writer = await Journal.open(shared, { scratch, hostId: 'host-b' });
+    const runDir = path.join(scratch, 'fsbench-inotify-87654321');
+    await mkdir(runDir);
+    await writer.record({ kind: 'path', path: runDir });
+    const [name] = await entries(shared);
+    if (name === undefined) throw new Error('no entry written');
+    // Written from another container: its pid namespace differs, so only the host lock speaks for it.
+    const stored = z.looseObject({ hostId: z.string() }).parse(JSON.parse(await readFile(path.join(shared, name), 'utf8')));
+    expect(stored.hostId).toBe('host-b');
+    await writeFile(path.join(shared, name), JSON.stringify({ ...stored, pidNs: 'pid:[1]' }));
+
+    const otherHost = await Journal.open(shared, { scratch, hostId: 'host-a' });
+    expect(await otherHost.recover({ holdsHostLock: true })).toEqual([]);
+    expect(existsSync(runDir)).toBe(true);
+    expect(await entries(shared)).toEqual([name]);
+
+    const sameHost = await Journal.open(shared, { scratch, hostId: 'host-b' });
+    expect(await sameHost.recover({ holdsHostLock: true })).toEqual([`undid path ${runDir}`]);
+    expect(existsSync(runDir)).toBe(false);
+  });
+
   it('keeps every entry of agents writing at once, each in a file of its own', async () => {
     const shared = path.join(await tempDir('shared'), 'journal');
     const a = await Journal.open(shared, { scratch: await tempDir('scratch-a') });
