@@ -238,7 +238,7 @@ describe('the stack from compose.yaml, end to end', () => {
       // A run that ended before it could be caught says why, with what each look found.
       if (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done') {
         const { runs } = Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`));
-        throw new Error(`the run ended before it was killed (${runs.map((r) => `${r.state} on ${r.machine} from ${r.startedAt}`).join(', ')}); looks: ${seen.map((x) => `${new Date(x.at).toISOString()} ${x.what} (x${x.times})`).join(' | ')}`);
+        throw new Error(`the run ended before it was killed (${runs.map((r) => `${r.state} on ${r.machine} from ${String(r.startedAt)}`).join(', ')}); looks: ${seen.map((x) => `${new Date(x.at).toISOString()} ${x.what} (x${x.times})`).join(' | ')}`);
       }
       const t0 = Date.now();
       const l = limit();
