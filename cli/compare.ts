@@ -5,6 +5,7 @@
 import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
+import { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams } from '../contract/matrix.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import { compareSides, readSide } from '../compare/compare.js';
@@ -34,7 +35,21 @@ const REMOTE = /^matrix:(.+)$/;
  */
 const RemoteResults = z.object({
   matrix: z.object({ id: z.string(), name: z.string(), workload: z.enum(WORKLOAD_NAMES) }).loose(),
-  report: z.object({ machines: z.array(z.object({ machine: z.string(), caches: ReportSchema.shape.machines.element.shape.caches }).loose()) }).loose().optional(),
+  report: z
+    .object({
+      machines: z.array(
+        z
+          .object({
+            machine: z.string(),
+            caches: ReportSchema.shape.machines.element.shape.caches,
+            // A fingerprint this version cannot read (a newer fsbench's) leaves the machine's facts unknown.
+            fingerprint: MachineFingerprint.nullable().optional().catch(null),
+          })
+          .loose(),
+      ),
+    })
+    .loose()
+    .optional(),
   /** Absent from coordinators that answer every run at once. */
   next: z.string().nullable().optional(),
   runs: z.array(
@@ -59,7 +74,10 @@ const UploadAnswer = z.object({
   matrices: z.array(z.object({ id: z.string(), name: z.string(), machine: z.string() }).loose()),
 });
 
-async function* remoteRuns(id: string, client: CoordinatorClient): AsyncGenerator<AggregatableRun> {
+/** Each machine's whole fingerprint as the coordinator's report gave it, filled while a side is read. */
+type Fingerprints = Map<string, MachineFingerprint>;
+
+async function* remoteRuns(id: string, client: CoordinatorClient, fingerprints: Fingerprints): AsyncGenerator<AggregatableRun> {
   let facts = new Map<string, MachineFacts>();
   let cursor: string | null = null;
   do {
@@ -69,7 +87,10 @@ async function* remoteRuns(id: string, client: CoordinatorClient): AsyncGenerato
     if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's answer for matrix ${id} is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
     const { matrix, report, runs, next } = parsed.data;
     // The report comes with the first page only.
-    if (report) facts = new Map(report.machines.map((m) => [m.machine, { machine: m.machine, cpu: m.caches }]));
+    if (report) {
+      facts = new Map(report.machines.map((m) => [m.machine, { machine: m.machine, cpu: m.caches }]));
+      for (const m of report.machines) if (m.fingerprint) fingerprints.set(m.machine, m.fingerprint);
+    }
     yield* pageRuns(matrix, runs, facts);
     cursor = next ?? null;
   } while (cursor !== null);
@@ -97,14 +118,16 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
   const metrics = flags.metric?.flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
   const remote = [baseline, candidate].some((x) => REMOTE.test(x));
   const settings = remote ? loadSettings(['url', 'token'], flags) : undefined;
-  const runsOf = (ref: string): AsyncIterable<AggregatableRun> => {
+  const runsOf = (ref: string, fingerprints: Fingerprints): AsyncIterable<AggregatableRun> => {
     const id = REMOTE.exec(ref)?.[1];
-    return id !== undefined && settings ? remoteRuns(id, new CoordinatorClient(settings.url, settings.token)) : runsOfFile(ref);
+    return id !== undefined && settings ? remoteRuns(id, new CoordinatorClient(settings.url, settings.token), fingerprints) : runsOfFile(ref);
   };
   const useMetrics = metrics && metrics.length > 0 ? metrics : undefined;
   const options = { ...(useMetrics ? { metrics: useMetrics } : {}), alpha };
-  const a = await readSide(baseline, runsOf(baseline), { ...options, machine: flags.baselineMachine });
-  const b = await readSide(candidate, runsOf(candidate), { ...options, machine: flags.candidateMachine });
+  const fa: Fingerprints = new Map();
+  const fb: Fingerprints = new Map();
+  const a = await readSide(baseline, runsOf(baseline, fa), { ...options, machine: flags.baselineMachine, fingerprintOf: (m) => fa.get(m) ?? null });
+  const b = await readSide(candidate, runsOf(candidate, fb), { ...options, machine: flags.candidateMachine, fingerprintOf: (m) => fb.get(m) ?? null });
   for (const [side, machine, flag] of [[a, flags.baselineMachine, '--baseline-machine'], [b, flags.candidateMachine, '--candidate-machine']] as const) {
     if (machine !== undefined && side.report.cells.length === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
   }

@@ -22,9 +22,12 @@ import { mannWhitneyU, smallestPossiblePValue } from '../stats/mann-whitney.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { ratioConfidenceInterval, type RatioInterval } from '../stats/ratio-ci.js';
 import { deltaPercent, geometricMean } from '../stats/ratios.js';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
+import { differingFacts, type DifferingFact } from './machine-facts.js';
 import { canonical, differingParams, type DifferingParam } from './sides.js';
 
 export type { DifferingParam } from './sides.js';
+export type { DifferingFact } from './machine-facts.js';
 
 export interface CompareOptions {
   /** Metrics to compare; each workload's headline metrics when omitted. */
@@ -44,6 +47,12 @@ export interface CompareOptions {
   readonly grouped?: boolean;
   /** Order of the cells (positions by cell id, which name the same parameters in every matrix); else as their runs arrived. */
   readonly cellOrder?: ReadonlyMap<string, number>;
+  /**
+   * Each side's whole fingerprints, where its runs carry only the facts aggregation keeps (a
+   * coordinator's store): without them the machines' facts cannot be compared.
+   */
+  readonly baselineFingerprintOf?: (machine: string) => MachineFingerprint | null;
+  readonly candidateFingerprintOf?: (machine: string) => MachineFingerprint | null;
 }
 
 /** One side of a row: the side's own statistics of the metric, from its report. */
@@ -110,6 +119,8 @@ export interface CompareReport {
   readonly level: number;
   readonly matchedBy: 'params' | 'params+machine';
   readonly differing: readonly DifferingParam[];
+  /** Machine facts that differ between the sides' fingerprints (governor, L3, scratch device ...), per matched machine. */
+  readonly differingFacts: readonly DifferingFact[];
   readonly metrics: readonly string[];
   readonly rows: readonly CompareRow[];
   readonly summary: readonly MetricSummary[];
@@ -133,6 +144,23 @@ function verdictOf(significant: boolean, direction: Direction, ratio: number | n
   if (!significant) return '~';
   if (direction === 'neither' || ratio === 1) return 'changed';
   return (ratio > 1) === (direction === 'higher') ? 'better' : 'worse';
+}
+
+/**
+ * The facts that differ between the machines compared with each other: the one machine of each
+ * side, or the machines of the same name when the sides hold several (named after the fact).
+ * A machine whose fingerprint the side does not keep is left out: nothing is known to differ.
+ */
+function machineFactDiff(a: Report, b: Report, byMachine: boolean): DifferingFact[] {
+  if (!byMachine) {
+    const [ma] = a.machines;
+    const [mb] = b.machines;
+    return ma?.fingerprint && mb?.fingerprint ? differingFacts(ma.fingerprint, mb.fingerprint) : [];
+  }
+  return a.machines.flatMap((ma) => {
+    const mb = b.machines.find((m) => m.machine === ma.machine);
+    return ma.fingerprint && mb?.fingerprint ? differingFacts(ma.fingerprint, mb.fingerprint, ` @${ma.machine}`) : [];
+  });
 }
 
 function setInfo(side: CompareSide): SetInfo {
@@ -311,6 +339,7 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
     level,
     matchedBy: byMachine ? 'params+machine' : 'params',
     differing,
+    differingFacts: machineFactDiff(a.report, b.report, byMachine),
     metrics: metricNames,
     rows,
     summary,
@@ -328,7 +357,7 @@ function sampledMetrics(options: CompareOptions): readonly string[] {
 export async function readSide(
   name: string,
   runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
-  options: CompareOptions & { readonly machine?: string | undefined },
+  options: CompareOptions & { readonly machine?: string | undefined; readonly fingerprintOf?: ((machine: string) => MachineFingerprint | null) | undefined },
 ): Promise<CompareSide> {
   const metrics = sampledMetrics(options);
   // A side summarises only the compared metrics: the rest of its report is never read.
@@ -339,6 +368,7 @@ export async function readSide(
     ...(options.noise ? { noise: options.noise } : {}),
     ...(options.grouped ? { grouped: true } : {}),
     ...(options.cellOrder ? { cellOrder: options.cellOrder } : {}),
+    ...(options.fingerprintOf ? { fingerprintOf: options.fingerprintOf } : {}),
   });
   const { machine } = options;
   const add = (r: AggregatableRun) => {
@@ -355,7 +385,7 @@ export async function compareRunSets(
   candidate: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
   options: CompareOptions = {},
 ): Promise<CompareReport> {
-  const a = await readSide(options.baselineName ?? 'baseline', baseline, { ...options, machine: options.baselineMachine });
-  const b = await readSide(options.candidateName ?? 'candidate', candidate, { ...options, machine: options.candidateMachine });
+  const a = await readSide(options.baselineName ?? 'baseline', baseline, { ...options, machine: options.baselineMachine, fingerprintOf: options.baselineFingerprintOf });
+  const b = await readSide(options.candidateName ?? 'candidate', candidate, { ...options, machine: options.candidateMachine, fingerprintOf: options.candidateFingerprintOf });
   return compareSides(a, b, options);
 }

@@ -39,6 +39,9 @@ export const CompareReportSchema = z
     differing: z.array(
       z.object({ workload: z.enum(WORKLOAD_NAMES), param: z.string(), baseline: z.string().nullable(), candidate: z.string().nullable() }),
     ),
+    differingFacts: z
+      .array(z.object({ fact: z.string(), a: z.string().nullable(), b: z.string().nullable() }))
+      .describe('machine facts that differ between the two sides (a: baseline, b: candidate; null: unknown)'),
     metrics: z.array(z.string()),
     rows: z.array(
       z.object({

@@ -36,6 +36,16 @@ function rowsTable(report: CompareReport): TextTable {
   };
 }
 
+/** What differs between the machines, shown above the deltas it may explain. */
+function factsTable(report: CompareReport): TextTable[] {
+  if (report.differingFacts.length === 0) return [];
+  return [{
+    heading: 'machine facts that differ between the sides: a delta may be theirs',
+    columns: [left('fact'), left('baseline'), left('candidate')],
+    rows: report.differingFacts.map((d) => [d.fact, d.a ?? 'unknown', d.b ?? 'unknown']),
+  }];
+}
+
 function summaryTable(report: CompareReport): TextTable {
   return {
     heading: 'per metric: geometric mean of the ratios over every compared cell',
@@ -49,7 +59,7 @@ export function compareDoc(report: CompareReport): Doc {
   return {
     title: `compare: ${report.baseline.name} -> ${report.candidate.name}`,
     preamble: [side('baseline', report.baseline), side('candidate', report.candidate), `~: not significant at p < ${report.alpha} (Mann-Whitney U); ratio CI at ${report.level * 100}% (Hodges-Lehmann)`],
-    tables: [rowsTable(report), summaryTable(report)],
+    tables: [...factsTable(report), rowsTable(report), summaryTable(report)],
     notes: [
       ...report.unmatched.baseline.map((l) => `only in baseline: ${l}`),
       ...report.unmatched.candidate.map((l) => `only in candidate: ${l}`),

@@ -70,6 +70,94 @@ export const CacheInfo = z
   .strict();
 export type CacheInfo = z.infer<typeof CacheInfo>;
 
+/**
+ * The storage behind a run's scratch directory: the mount that holds it (the longest mount point
+ * over it in /proc/self/mountinfo) and the block device behind that mount. The device fields are
+ * null where there is no block device (tmpfs, overlay, a network filesystem) or sysfs does not say.
+ */
+export const ScratchStorage = z
+  .object({
+    dir: fact,
+    mountPoint: fact,
+    fsType: fact,
+    /** The mount's source as mountinfo names it (/dev/vda, tmpfs, overlay). */
+    source: fact,
+    /** The per-mount options followed by the filesystem's own (super) options, as findmnt lists them. */
+    mountOptions: z.array(fact).max(64),
+    /** The whole disk (vda, nvme0n1), or a loop or device-mapper device (loop3, dm-0). */
+    device: fact.nullable(),
+    /** The partition the filesystem is on, when it is on one (nvme0n1p2). */
+    partition: fact.nullable(),
+    /** A loop device's backing file. */
+    backingFile: fact.nullable(),
+    /** A device-mapper device's underlying whole disks. */
+    slaves: z.array(fact).max(32),
+    rotational: z.boolean().nullable(),
+    model: fact.nullable(),
+    /** The I/O scheduler in use (the bracketed one of queue/scheduler). */
+    scheduler: fact.nullable(),
+  })
+  .strict();
+export type ScratchStorage = z.infer<typeof ScratchStorage>;
+
+/**
+ * Kernel and platform settings that move benchmark numbers without showing in the CPU model:
+ * frequency scaling, SMT, transparent huge pages, NUMA, virtualisation, the clock, the scratch
+ * directory's storage and the cgroup limits the process runs under. Each is null when it could
+ * not be read; nothing is guessed.
+ */
+export const HostFacts = z
+  .object({
+    /** cpufreq's scaling driver and governor of CPU 0; null without cpufreq (many VMs). */
+    cpufreqDriver: fact.nullable(),
+    cpuGovernor: fact.nullable(),
+    /** Turbo/boost allowed (cpufreq/boost, or intel_pstate's no_turbo inverted). */
+    cpuBoost: z.boolean().nullable(),
+    /** The kernel's SMT control (on, off, forceoff, notsupported, notimplemented) and whether siblings run. */
+    smtControl: fact.nullable(),
+    smtActive: z.boolean().nullable(),
+    /** Transparent huge pages: the selected mode of `enabled` and of `defrag`. */
+    thpEnabled: fact.nullable(),
+    thpDefrag: fact.nullable(),
+    numaNodes: z.number().int().positive().nullable(),
+    /**
+     * true: a guest (the CPU's hypervisor flag or /sys/hypervisor); false: bare metal (an x86
+     * CPU flag list without the flag); null: cannot tell (no flag list, as on arm64).
+     */
+    virtualized: z.boolean().nullable(),
+    /** Who the hypervisor is, when the kernel or firmware says (KVM, Amazon EC2, xen); null on bare metal or when unnamed. */
+    hypervisor: fact.nullable(),
+    clocksource: fact.nullable(),
+    /** null when no scratch directory was given, or its mount could not be found. */
+    scratch: ScratchStorage.nullable(),
+    /** Which cgroup hierarchy the limits were read from; null when none could be read (limits then unknown, not unlimited). */
+    cgroupVersion: z.enum(['1', '2']).nullable(),
+    /** CPUs the process's cgroup (and its ancestors) allow; null = no limit, or unknown without a cgroupVersion. */
+    cpuLimit: z.number().positive().nullable(),
+    memoryLimitBytes: z.number().int().positive().nullable(),
+  })
+  .strict();
+export type HostFacts = z.infer<typeof HostFacts>;
+
+/** What a fingerprint from before these facts were recorded holds: nothing known. */
+export const UNKNOWN_HOST_FACTS: HostFacts = {
+  cpufreqDriver: null,
+  cpuGovernor: null,
+  cpuBoost: null,
+  smtControl: null,
+  smtActive: null,
+  thpEnabled: null,
+  thpDefrag: null,
+  numaNodes: null,
+  virtualized: null,
+  hypervisor: null,
+  clocksource: null,
+  scratch: null,
+  cgroupVersion: null,
+  cpuLimit: null,
+  memoryLimitBytes: null,
+};
+
 export const MachineFingerprint = z
   .object({
     hostname: MachineName,
@@ -104,6 +192,8 @@ export const MachineFingerprint = z
     inotifyLimits: InotifyLimits.nullable(),
     /** The filesystem type of the run's target directory (tmpfs, xfs, overlay ...), when known. */
     targetFs: fact.nullable(),
+    /** Older stored fingerprints have none: they parse with every fact unknown. */
+    facts: HostFacts.default(() => ({ ...UNKNOWN_HOST_FACTS })),
     node: fact,
     fsbench: fact,
   })

@@ -99,6 +99,9 @@ export function compareRouter(deps: CompareRouteDeps): Router {
       ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
       baselineName: `${a.name} (${a.id})`,
       candidateName: b ? `${b.name} (${b.id})` : `${a.name} (${a.id})`,
+      // Stored runs carry only the facts aggregation keeps: the facts that differ come from the whole fingerprints.
+      baselineFingerprintOf: a.fingerprintOf,
+      candidateFingerprintOf: (b ?? a).fingerprintOf,
     });
     res.type(CONTENT_TYPES[q.format]).send(render(q.format, exportableCompare(report)));
   });

@@ -2,7 +2,7 @@
 // charts like seed 000's figures, and a compare view. Plain ES modules reading the coordinator's
 // REST API; hash routes (#/, #/agents, #/matrix/ID, #/compare?...) so every view has a link.
 import { genericCharts, inotifyBarCharts, inotifySweepCharts, metadataCharts } from './charts.js';
-import { compareTables } from './compare-tables.js';
+import { compareTables, differingFactsTable } from './compare-tables.js';
 import { formatCv, formatNumber, formatSize, h, headlineMetrics } from './util.js';
 
 const view = document.getElementById('view');
@@ -128,6 +128,32 @@ async function matricesView() {
 
 // ---- agents ---------------------------------------------------------------------------------
 
+/**
+ * A fingerprint's kernel facts in one line, the unknown ones left out, as `fsbench agents`
+ * prints them (compare/machine-facts.ts factsLine): what tells two machines' numbers apart.
+ */
+function factsLine(f) {
+  const x = f?.facts;
+  if (!x) return '';
+  const s = x.scratch;
+  const smt = x.smtControl === 'notsupported' || x.smtControl === 'notimplemented' ? x.smtControl : [x.smtControl, x.smtActive === null ? null : x.smtActive ? 'active' : 'inactive'].filter((v) => v !== null).join(', ');
+  const rotational = (v) => (v === null || v === undefined ? null : v ? 'rotational' : 'ssd');
+  return [
+    x.cpuGovernor === null ? 'no cpufreq' : `governor ${x.cpuGovernor}`,
+    x.cpuBoost === null ? null : `boost ${x.cpuBoost ? 'on' : 'off'}`,
+    smt === '' ? null : `SMT ${smt}`,
+    x.thpEnabled === null ? null : `THP ${x.thpEnabled}`,
+    x.numaNodes === null ? null : `${x.numaNodes} NUMA node${x.numaNodes === 1 ? '' : 's'}`,
+    x.virtualized === null ? null : x.virtualized ? (x.hypervisor ?? 'VM') : 'bare metal',
+    x.clocksource,
+    x.cpuLimit === null ? null : `cgroup ${x.cpuLimit} CPUs`,
+    x.memoryLimitBytes === null ? null : `cgroup ${formatSize(x.memoryLimitBytes)}`,
+    s ? `scratch: ${[s.device, rotational(s.rotational), s.scheduler, s.fsType].filter((v) => v !== null).join(' ')}` : null,
+  ]
+    .filter((p) => p !== null && p !== '')
+    .join(', ');
+}
+
 function agentsSection(agents) {
   const rows = agents.map((a) => {
     const f = a.fingerprint;
@@ -144,10 +170,11 @@ function agentsSection(agents) {
       h('td', {}, `${f.kernel.release} ${f.kernel.arch}`),
       h('td', {}, f.targetFs ?? 'n/a', f.container.inContainer ? ` (in ${f.container.runtime ?? 'a container'})` : ''),
       h('td', {}, limits),
+      h('td', { class: 'facts' }, factsLine(f)),
       h('td', {}, new Date(a.lastHeartbeat).toLocaleTimeString()),
     );
   });
-  const head = ['machine', 'doing', 'runs', 'CPU', 'L3', 'memory', 'kernel', 'target fs', 'inotify queue / watches / instances', 'heartbeat'];
+  const head = ['machine', 'doing', 'runs', 'CPU', 'L3', 'memory', 'kernel', 'target fs', 'inotify queue / watches / instances', 'facts', 'heartbeat'];
   return h(
     'section',
     { class: 'agents' },
@@ -280,9 +307,18 @@ async function matrixView(id) {
   }
   const report = results.report;
   const panels = chartsFor(report);
-  const machines = (detail.machines ?? []).map((m) =>
-    h('li', {}, `${m.machine}: `, progressBar(m.stored, m.expected ?? detail.progress.expected), ` (${m.ok} ok, ${m.failed} failed, ${m.skipped} skipped)`),
-  );
+  const fingerprints = new Map((report.machines ?? []).map((m) => [m.machine, m.fingerprint]));
+  const machines = (detail.machines ?? []).map((m) => {
+    const facts = factsLine(fingerprints.get(m.machine));
+    return h(
+      'li',
+      { dataset: { machine: m.machine } },
+      `${m.machine}: `,
+      progressBar(m.stored, m.expected ?? detail.progress.expected),
+      ` (${m.ok} ok, ${m.failed} failed, ${m.skipped} skipped)`,
+      facts ? h('small', { class: 'facts' }, ` ${facts}`) : null,
+    );
+  });
   show(
     h('h2', {}, detail.name, ' ', h('small', {}, `${detail.workload} · ${detail.id}`)),
     h('p', {}, state, ' ', progress, ' · ', h('a', { href: `#/compare?baseline=${encodeURIComponent(id)}` }, 'compare…'), ' · ', h('a', { href: `/v1/matrices/${encodeURIComponent(id)}/results?format=csv` }, 'CSV')),
@@ -335,6 +371,7 @@ async function compareView(params) {
   out.replaceChildren(
     ...[
     h('p', {}, `baseline: ${report.baseline.name} (${report.baseline.machines.join(', ')}) · candidate: ${report.candidate.name} (${report.candidate.machines.join(', ')})`),
+    differingFactsTable(report),
     ...compareTables(report),
     report.unmatched.baseline.length + report.unmatched.candidate.length > 0
       ? h('p', { class: 'hint' }, `unmatched: ${[...report.unmatched.baseline.map((l) => `${l} (baseline only)`), ...report.unmatched.candidate.map((l) => `${l} (candidate only)`)].join(', ')}`)

@@ -16,6 +16,23 @@ function sideCell(s) {
   return h('td', { class: `num${s.noisy ? ' noisy' : ''}`, title: s.noise.join('; ') }, formatNumber(s.median), h('small', {}, ` ${s.cv === null ? '' : `±${formatPercent(s.cv)} `}n=${s.n}`));
 }
 
+/** The machine facts that differ between the sides (governor, L3, scratch device ...), above the deltas they may explain. */
+export function differingFactsTable(report) {
+  const facts = report.differingFacts ?? [];
+  if (facts.length === 0) return null;
+  return h(
+    'section',
+    { class: 'differing-facts' },
+    h('h3', {}, 'Machine facts that differ', h('small', {}, ' a delta may be theirs')),
+    h(
+      'table',
+      { class: 'compare facts' },
+      h('thead', {}, h('tr', {}, ['fact', 'baseline', 'candidate'].map((t) => h('th', {}, t)))),
+      h('tbody', {}, facts.map((d) => h('tr', { dataset: { fact: d.fact } }, h('td', {}, d.fact), h('td', {}, d.a ?? 'unknown'), h('td', {}, d.b ?? 'unknown')))),
+    ),
+  );
+}
+
 export function compareTables(report) {
   const byMetric = new Map();
   for (const r of report.rows) {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
 import { CacheInfo, InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
+import { readHostFacts } from './facts.js';
 import { readBootId } from './kernel.js';
 import { nativeProgram, PACKAGE_ROOT } from './native.js';
 
@@ -131,7 +132,8 @@ function fsbenchVersion(): string {
   }
 }
 
-export async function collectFingerprint(identity: Identity = {}): Promise<MachineFingerprint> {
+/** `scratchDir`: the directory runs write under, whose storage the facts then describe. */
+export async function collectFingerprint(identity: Identity = {}, scratchDir?: string): Promise<MachineFingerprint> {
   const cpus = os.cpus();
   const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
   const bootId = await readBootId();
@@ -159,6 +161,7 @@ export async function collectFingerprint(identity: Identity = {}): Promise<Machi
     container: { inContainer: containerRuntime() !== null, runtime: containerRuntime() },
     inotifyLimits: await readInotifyLimits().catch(() => null),
     targetFs: null,
+    facts: await readHostFacts(scratchDir),
     node: process.version,
     fsbench: fsbenchVersion(),
   });

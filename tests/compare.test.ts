@@ -38,6 +38,14 @@ function candidateRuns(machine = 'server'): RunResult[] {
   return syntheticRuns({ matrix: sweep, machine: { machine }, seed: 2, noise: 0.01, effect: (c) => (isSmallBuffer(c) ? 1.2 : 1) });
 }
 
+/** Runs whose fingerprints say `governor` and an L3 of `l3Bytes`, everything else as the synthetic machine. */
+function withFacts(runs: readonly RunResult[], governor: string, l3Bytes: number): RunResult[] {
+  return runs.map((r) => ({
+    ...r,
+    fingerprint: { ...r.fingerprint, cpu: { ...r.fingerprint.cpu, l3Bytes }, facts: { ...r.fingerprint.facts, cpuGovernor: governor } },
+  }));
+}
+
 function rowsOf(report: CompareReport, metric: string) {
   return report.rows.filter((r) => r.metric === metric);
 }
@@ -112,6 +120,32 @@ describe('compareRunSets', () => {
     expect(rowsOf(report, 'latencyP99Us').every((r) => r.verdict === '~' || r.verdict === 'n/a')).toBe(true);
   });
 
+  it('names exactly the machine facts that differ between the sides: governor and L3', async () => {
+    const a = withFacts(baselineRuns(), 'performance', 32 * 1024 ** 2);
+    const b = withFacts(candidateRuns(), 'powersave', 16 * 1024 ** 2);
+    const report = await compareRunSets(a, b, { metrics: ['eventsPerSec'] });
+    expect(report.differingFacts).toEqual([
+      { fact: 'L3', a: '32MiB', b: '16MiB' },
+      { fact: 'governor', a: 'performance', b: 'powersave' },
+    ]);
+    const table = render('table', exportableCompare(report));
+    expect(table).toMatch(/^machine facts that differ/m);
+    expect(table).toMatch(/^governor\s+performance\s+powersave\s*$/m);
+    expect(table).toMatch(/^L3\s+32MiB\s+16MiB\s*$/m);
+    // Same facts on both sides: nothing named, no table.
+    const same = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
+    expect(same.differingFacts).toEqual([]);
+    expect(render('table', exportableCompare(same))).not.toMatch(/machine facts that differ/);
+  });
+
+  it('names differing facts per machine when the sides hold several', async () => {
+    const a = [...withFacts(baselineRuns('m1'), 'performance', 8 * 1024 ** 2), ...baselineRuns('m2')];
+    const b = [...withFacts(candidateRuns('m1'), 'schedutil', 8 * 1024 ** 2), ...candidateRuns('m2')];
+    const report = await compareRunSets(a, b, { metrics: ['eventsPerSec'] });
+    expect(report.matchedBy).toBe('params+machine');
+    expect(report.differingFacts).toEqual([{ fact: 'governor @m1', a: 'performance', b: 'schedutil' }]);
+  });
+
   it('writes table, Markdown, CSV and JSON', async () => {
     const report = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
     const out = exportableCompare(report);
@@ -159,6 +193,22 @@ describe('fsbench compare (CLI on .jsonl files)', () => {
     // Both metrics' rows, then their geometric means.
     expect(table.stdout).toMatch(/^per metric: geometric mean/m);
     expect(table.stdout).toMatch(/^events\s+[+-]\d+\.\d+%\s+6\s/m);
+  });
+
+  it('prints the machine facts that differ next to the deltas, and lists them in the JSON', async () => {
+    const fa = path.join(tmp.dir, 'fa.jsonl');
+    const fb = path.join(tmp.dir, 'fb.jsonl');
+    writeFileSync(fa, withFacts(baselineRuns(), 'performance', 32 * 1024 ** 2).map((r) => JSON.stringify(r)).join('\n') + '\n');
+    writeFileSync(fb, withFacts(candidateRuns(), 'powersave', 16 * 1024 ** 2).map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const json = await cli(['compare', fa, fb, '-m', 'eventsPerSec', '--format', 'json']);
+    expect(json.code).toBe(0);
+    expect((JSON.parse(json.stdout) as CompareReport).differingFacts).toEqual([
+      { fact: 'L3', a: '32MiB', b: '16MiB' },
+      { fact: 'governor', a: 'performance', b: 'powersave' },
+    ]);
+    const table = await cli(['compare', fa, fb, '-m', 'eventsPerSec']);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^governor\s+performance\s+powersave\s*$/m);
   });
 
   it('names each bad line with its number and reason, without a stack trace', async () => {
