@@ -15,6 +15,7 @@ import { errorLine } from '../contract/errors.js';
 import { fingerprintHash, type MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
+import type { InterferenceThresholds } from '../contract/interference.js';
 import type { HostBudget } from '../runner/host-budget.js';
 import { runCell } from '../runner/run-cell.js';
 import type { Journal } from '../host/journal.js';
@@ -31,6 +32,8 @@ export interface RunJobDeps {
   readonly journal: Journal;
   /** What this host lets a cell take; a cell asking for more is a failed run with the refusal's code. */
   readonly budget?: HostBudget;
+  /** When a run counts as disturbed (FSBENCH_MAX_STEAL, FSBENCH_MAX_OUTSIDE_CPU). */
+  readonly interference?: InterferenceThresholds;
   readonly scratchDir: string;
   readonly fingerprint: () => MachineFingerprint;
   /** Aborted when the agent must stop taking the lock and abandon what it runs. */
@@ -225,6 +228,7 @@ export class RunExecutor {
       scratchDir: this.deps.scratchDir,
       journal: this.deps.journal,
       ...(this.deps.budget ? { budget: this.deps.budget } : {}),
+      ...(this.deps.interference ? { interference: this.deps.interference } : {}),
       signal,
       ...(this.deps.sandbox ? { sandbox: this.deps.sandbox } : {}),
       log: (line: string) => {

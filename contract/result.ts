@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { ERROR_CODE_LIST } from './errors.js';
 import { CellParams, Matrix } from './matrix.js';
 import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
+import { Interference } from './interference.js';
 import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
 
 /**
@@ -37,6 +38,8 @@ const RunBase = z.object({
   fingerprint: MachineFingerprint,
   /** The kernel limits the run actually ran under, when the workload depends on them. */
   limits: InotifyLimits.nullable(),
+  /** What else the machine did while the run measured (contract/interference.ts); absent from skipped runs and older results. */
+  interference: Interference.optional(),
 });
 
 export const OkRun = RunBase.extend({

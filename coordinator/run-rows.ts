@@ -5,7 +5,9 @@
 import type { ErrorCode } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { Cell } from '../contract/matrix.js';
+import { Interference } from '../contract/interference.js';
 import type { RunResult } from '../contract/result.js';
+import type { RunInterference } from '../stats/aggregate.js';
 
 export type StoredRun =
   | {
@@ -52,6 +54,8 @@ export interface RunRow {
   stored_at: number;
   /** JSON: the latency histograms, apart from the details so that aggregation parses only them. */
   histograms: string | null;
+  /** JSON: the run's interference (contract/interference.ts), apart so that aggregation reads it without the details; null before it was measured. */
+  interference: string | null;
 }
 
 /** The values of an INSERT into `runs`, in the order of its columns. */
@@ -75,24 +79,36 @@ export type RowValues = [
   attempts: number,
   storedAt: number,
   histograms: string | null,
+  interference: string | null,
 ];
+
+/** What aggregation reads of the stored column; loose, so a newer version's extra fields do not hide it. */
+const StoredInterference = Interference.pick({ stealFraction: true, outsideCpuFraction: true, flagged: true }).loose();
+
+/** A row's interference as aggregation reads it; undefined for runs stored without (or with one this version cannot read). */
+export function interferenceOfRow(text: string | null): RunInterference | undefined {
+  if (text === null) return undefined;
+  const r = StoredInterference.safeParse(JSON.parse(text));
+  return r.success ? r.data : undefined;
+}
 
 export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineFingerprint) => string): RowValues {
   if (run.kind === 'gave-up') {
     return [run.matrixId, run.cell.id, run.target, run.repetition, run.machine, null, 'failed', JSON.stringify(run.cell.params),
-      null, null, null, run.code, run.message, null, null, null, run.attempts, now, null];
+      null, null, null, run.code, run.message, null, null, null, run.attempts, now, null, null];
   }
   const r = run.result;
   const fp = run.fingerprintHash ?? fingerprintHash(r.fingerprint);
+  const interference = r.interference ? JSON.stringify(r.interference) : null;
   const common = [run.matrixId, r.cellId, run.target, r.repetition, r.fingerprint.machine, r.fingerprint.bootId, r.state,
     JSON.stringify(r.params), r.startedAt, r.finishedAt] as const;
   switch (r.state) {
     case 'ok':
       return [...common, JSON.stringify(r.metrics), null, null, null, JSON.stringify({ limits: r.limits, info: r.info }), fp, run.attempts, now,
-        Object.keys(r.histograms).length > 0 ? JSON.stringify(r.histograms) : null];
+        Object.keys(r.histograms).length > 0 ? JSON.stringify(r.histograms) : null, interference];
     case 'failed':
-      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now, null];
+      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now, null, interference];
     case 'skipped':
-      return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null];
+      return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null, null];
   }
 }

@@ -87,6 +87,7 @@ function compactCell(a: CellAggregate): Omit<NotelessCell, 'label' | 'noise'> {
     metrics,
     histograms,
     ...(samples ? { samples } : {}),
+    ...(a.interference ? { interference: a.interference } : {}),
   };
 }
 
@@ -145,6 +146,7 @@ export class ReportBuilder {
       label: describeCell({ id: c.cellId, workload: c.workload, params: { ...c.params } }, varyingOf(c.workload)),
       runs: c.runs, ok: c.ok, failed: c.failed, skipped: c.skipped, problem: c.problem,
       metrics: c.metrics, histograms: c.histograms, noise: verdict(c.metrics, judgedMetrics(c.workload)), samples: c.samples,
+      interference: c.interference,
     }));
     const severalMachines = machines.length > 1;
     const notes: string[] = [];

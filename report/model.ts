@@ -8,7 +8,10 @@ import type { CellParams } from '../contract/matrix.js';
 import type { MetricInfo } from '../contract/metrics.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
 import type { HistogramSummary } from '../stats/histogram.js';
-import type { MetricAggregate } from '../stats/aggregate.js';
+import type { CellInterference, MetricAggregate } from '../stats/aggregate.js';
+
+/** What a cell's interference notes read (stats/aggregate.ts summarises it); not part of the served report. */
+export type CellInterferenceSummary = CellInterference;
 
 /** One metric of one cell: the summary over its ok runs, and whether it can support a conclusion. */
 export type MetricStats = Omit<MetricAggregate, 'samples'>;

@@ -1,15 +1,24 @@
 /**
  * Notes: what a bare number hides, said in a sentence next to it. Each rule reads the medians
- * of one cell (and, for a watcher library, of the raw reader's cell beside it) and never
- * recomputes a statistic.
+ * of one cell (and, for a watcher library, of the raw reader's cell beside it), or the cell's
+ * interference summary, and never recomputes a statistic.
  */
+import { metricDoc } from '../contract/workloads/index.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { NOISE_DEFAULTS } from '../stats/noise.js';
 import { formatCv, formatPercent } from './format.js';
-import type { CellReport } from './model.js';
+import type { CellInterferenceSummary, CellReport } from './model.js';
 
-/** A cell before its notes are written. */
-export type NotelessCell = Omit<CellReport, 'notes'>;
+/** A cell before its notes are written, with what its interference notes read. */
+export type NotelessCell = Omit<CellReport, 'notes'> & { readonly interference?: CellInterferenceSummary | undefined };
+
+/**
+ * A headline metric moving with the interference this closely (|Spearman rho|), over at least
+ * INTERFERENCE_MIN_RUNS runs, says the spread is the machine's: with 4 runs only a perfect
+ * ranking reaches it, and 0.7 is the usual floor of a strong correlation.
+ */
+const INTERFERENCE_RHO = 0.7;
+const INTERFERENCE_MIN_RUNS = 4;
 
 /** Below this share of one CPU while writers run, the raw reader was starved rather than slow. */
 const STARVED_READER = 0.25;
@@ -78,7 +87,52 @@ function spreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseO
   return [`spread too wide to conclude from (CV ${wide.join(', ')}, above ${formatPercent(maxCv)} over ${c.ok} runs): measure again on a quieter machine or with more repetitions.`];
 }
 
+/** Runs measured while the machine was busy with something else, as their thresholds (stored with each run) judged. */
+function flaggedNote(c: NotelessCell): string[] {
+  const i = c.interference;
+  if (!i || i.flagged === 0) return [];
+  const what = [
+    ...(i.maxSteal !== null ? [`steal ${formatPercent(i.maxSteal)}`] : []),
+    ...(i.maxOutsideCpu !== null ? [`outside CPU ${formatPercent(i.maxOutsideCpu)} of a CPU`] : []),
+  ];
+  return [`${i.flagged} of ${i.runs} runs had interference above the threshold (${what.join(', ')}${i.flagged > 1 ? ' at worst' : ''}).`];
+}
+
+/** Whether a metric that moves with the interference by `rho` got worse as it rose. */
+function worseWithInterference(c: NotelessCell, metric: string, rho: number): boolean {
+  const direction = metricDoc(c.workload, metric)?.direction;
+  return (direction === 'higher' && rho < 0) || (direction === 'lower' && rho > 0);
+}
+
+/**
+ * A noisy headline metric whose slow runs are the disturbed ones: its spread says more about
+ * the machine than about the workload, which a reader of the CV alone would blame.
+ */
+function interferenceSpreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): string[] {
+  const i = c.interference;
+  if (!i) return [];
+  const maxCv = noise?.maxCv ?? NOISE_DEFAULTS.maxCv;
+  return headline.flatMap((m) => {
+    const cv = c.metrics[m]?.cv;
+    if (cv === null || cv === undefined || cv <= maxCv) return [];
+    const r = i.correlations[m];
+    if (r && r.n >= INTERFERENCE_MIN_RUNS && Math.abs(r.rho) >= INTERFERENCE_RHO && worseWithInterference(c, m, r.rho)) {
+      const measure = r.with === 'outsideCpu' ? 'outside CPU' : 'steal';
+      return [`${m}: the slow runs are the ones with interference (rank correlation ${r.rho.toFixed(1)} with ${measure}): the spread is the environment's, not the workload's.`];
+    }
+    if (i.flaggedAreOutliers.includes(m)) {
+      return [`${m}: the outlying runs are exactly the ones with interference above the threshold: the spread is the environment's, not the workload's.`];
+    }
+    return [];
+  });
+}
+
 export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headline: readonly string[], noise?: NoiseOptions): string[] {
   if (c.ok === 0) return [];
-  return [...(c.workload === 'inotify' ? inotifyNotes(c, all) : []), ...spreadNotes(c, headline, noise)];
+  return [
+    ...(c.workload === 'inotify' ? inotifyNotes(c, all) : []),
+    ...spreadNotes(c, headline, noise),
+    ...flaggedNote(c),
+    ...interferenceSpreadNotes(c, headline, noise),
+  ];
 }

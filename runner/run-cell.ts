@@ -10,10 +10,12 @@
  * parses it with RunResult there.
  */
 import type { MachineFingerprint } from '../contract/fingerprint.js';
+import type { Interference, InterferenceThresholds } from '../contract/interference.js';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
+import { finishInterference, startInterference, thresholdsFromEnv } from '../host/interference.js';
 import type { RunContext, WorkloadRunner } from '../workloads/workload.js';
 import { checkHostBudget, type HostBudget } from './host-budget.js';
 import { RUNNERS } from './workloads.js';
@@ -29,6 +31,16 @@ export interface RunRequest {
 export interface RunCellContext extends RunContext {
   /** What this host lets a cell take (the settings); the defaults when absent. */
   readonly budget?: HostBudget;
+  /** When a run counts as disturbed; FSBENCH_MAX_STEAL and FSBENCH_MAX_OUTSIDE_CPU from the environment when absent. */
+  readonly interference?: InterferenceThresholds;
+}
+
+/**
+ * The agent and `fsbench run` hand in the thresholds their settings parsed at start; other
+ * callers (tests, benchmarks) get the environment's, read per run.
+ */
+function thresholdsFrom(ctx: RunCellContext): InterferenceThresholds {
+  return ctx.interference ?? thresholdsFromEnv();
 }
 
 /** Cells with container parameters run in a sandbox container; the rest in this process. */
@@ -60,10 +72,18 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
   if (reason !== undefined) {
     return { ...base, finishedAt: startedAt, limits: null, state: 'skipped', reason };
   }
+  // Kept when the workload fails too: a failure under heavy interference is worth knowing as such.
+  let interference: Interference | undefined;
   try {
     // Before anything of the run exists, so a refused cell leaves nothing to undo.
     await checkHostBudget(cell, ctx.scratchDir, ctx.budget);
-    const outcome = await runnerFor(cell, ctx).run(cell, ctx);
+    const thresholds = thresholdsFrom(ctx);
+    const runner = runnerFor(cell, ctx);
+    const before = startInterference();
+    const outcome = await runner.run(cell, ctx).finally(() => {
+      // A sandbox's workload runs in a container, not in a child of this process.
+      interference = finishInterference(before, { thresholds, attributable: runner !== ctx.sandbox });
+    });
     const metrics = WORKLOADS[cell.workload].metrics.parse(outcome.metrics);
     return {
       ...base,
@@ -71,6 +91,7 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
       fingerprint: outcome.targetFs === req.fingerprint.targetFs ? req.fingerprint : { ...req.fingerprint, targetFs: outcome.targetFs },
       finishedAt: new Date().toISOString(),
       limits: outcome.limits,
+      ...(interference ? { interference } : {}),
       state: 'ok',
       metrics,
       histograms: outcome.histograms ?? {},
@@ -82,6 +103,7 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
       ...base,
       finishedAt: new Date().toISOString(),
       limits: null,
+      ...(interference ? { interference } : {}),
       state: 'failed',
       error: { code: e.code, message: e.message },
     };

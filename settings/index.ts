@@ -8,6 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { Label } from '../contract/fingerprint.js';
+import { INTERFERENCE_SETTINGS } from '../contract/interference.js';
 import { formatDuration, formatSize, parseDuration, parseSize } from '../contract/units.js';
 
 interface Setting<T extends z.ZodType> {
@@ -223,6 +224,24 @@ export const SETTINGS = {
     schema: z.coerce.number().int().min(1).max(2 ** 31 - 1).default(131_072),
     default: '131072',
     doc: 'Most inotify watches one run may add (about 1 KiB of kernel memory each); a cell needing more is refused with LIMIT_NOT_ALLOWED.',
+  },
+  maxSteal: {
+    env: INTERFERENCE_SETTINGS.maxSteal.env,
+    flag: '--max-steal <fraction>',
+    schema: INTERFERENCE_SETTINGS.maxSteal.schema,
+    default: '0.02',
+    doc:
+      "Share of all CPUs' time the hypervisor may steal during a run (/proc/stat `steal`) before the run is flagged as disturbed (`interference.flagged`) " +
+      'and its cell says so in its notes. Set where the run is measured (`fsbench run`, agents), and stored with the run.',
+  },
+  maxOutsideCpu: {
+    env: INTERFERENCE_SETTINGS.maxOutsideCpu.env,
+    flag: '--max-outside-cpu <cpus>',
+    schema: INTERFERENCE_SETTINGS.maxOutsideCpu.schema,
+    default: '0.10',
+    doc:
+      "CPU other processes of the host may use during a run, in CPUs (0.10 = a tenth of one CPU), before the run is flagged as disturbed (`interference.flagged`). " +
+      'Set where the run is measured, and stored with the run.',
   },
   queuePrefix: {
     env: 'FSBENCH_QUEUE_PREFIX',

@@ -9,11 +9,13 @@
  * cells, not of runs; with `onCell` not even the summaries are kept. Ungrouped input keeps each
  * cell's values (8 bytes per value) until `finish()`.
  */
+import type { Interference, InterferenceFlag } from '../contract/interference.js';
 import type { CellParams } from '../contract/matrix.js';
 import type { Histogram } from '../contract/result.js';
-import type { WorkloadName } from '../contract/workloads/index.js';
+import { WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
 import { HistogramAccumulator, summarizeHistogram, type HistogramSummary } from './histogram.js';
 import { checkNoise, type NoiseOptions } from './noise.js';
+import { outlierIndexes } from './outliers.js';
 import { sortedCopy, summarizeSorted, type Summary } from './summary.js';
 
 /** What aggregation reads of a run; every `RunResult` is one. */
@@ -28,6 +30,41 @@ export interface AggregatableRun {
   readonly histograms?: Readonly<Record<string, Histogram>>;
   readonly error?: { readonly code: string; readonly message: string };
   readonly reason?: string;
+  /** What else the machine did during the run; absent from runs of versions that did not measure it. */
+  readonly interference?: RunInterference;
+}
+
+/** What aggregation reads of a run's interference. */
+export type RunInterference = Pick<Interference, 'stealFraction' | 'outsideCpuFraction' | 'flagged'>;
+
+/** How strongly a headline metric follows the interference across a cell's runs. */
+export interface InterferenceCorrelation {
+  /** The interference measure it follows more closely. */
+  readonly with: 'outsideCpu' | 'steal';
+  /** Spearman's rank correlation between the metric and that measure, over `n` runs. */
+  readonly rho: number;
+  readonly n: number;
+}
+
+/**
+ * A cell's interference, summarised over its ok runs that measured it: how many crossed their
+ * thresholds and by how much, and whether its headline metrics move with it. The per-run
+ * values it is made from are dropped with the cell's other values.
+ */
+export interface CellInterference {
+  /** Ok runs that carried interference. */
+  readonly runs: number;
+  /** Runs flagged for anything, for steal, for outside CPU. */
+  readonly flagged: number;
+  readonly flaggedSteal: number;
+  readonly flaggedOutsideCpu: number;
+  /** The largest steal fraction and outside CPU (in CPUs) among the runs flagged for them; null when none was. */
+  readonly maxSteal: number | null;
+  readonly maxOutsideCpu: number | null;
+  /** Per headline metric, its stronger rank correlation with outside CPU or steal; absent where neither varies. */
+  readonly correlations: Readonly<Record<string, InterferenceCorrelation>>;
+  /** Headline metrics whose outliers (modified z-score) are exactly the flagged runs. */
+  readonly flaggedAreOutliers: readonly string[];
 }
 
 /** What aggregation keeps of a run's fingerprint: its machine, and the caches a sweep's knee is set against. */
@@ -68,6 +105,8 @@ export interface CellAggregate {
   readonly metrics: Readonly<Record<string, MetricAggregate>>;
   /** Each latency histogram merged over the ok runs, with percentiles read from the merge. */
   readonly histograms: Readonly<Record<string, { readonly merged: Histogram; readonly summary: HistogramSummary }>>;
+  /** Present when any ok run measured interference. */
+  readonly interference?: CellInterference;
 }
 
 export interface AggregateOptions {
@@ -95,6 +134,8 @@ class CellAccumulator {
   problem: string | null = null;
   readonly values = new Map<string, number[]>();
   readonly histograms = new Map<string, HistogramAccumulator>();
+  /** Ok runs' interference, each with its headline metrics' values, for the cell's summary. */
+  readonly disturbed: DisturbedRun[] = [];
 
   constructor(readonly first: AggregatableRun) {}
 
@@ -107,6 +148,10 @@ class CellAccumulator {
     }
     this.ok++;
     const m = run.metrics ?? {};
+    if (run.interference) {
+      const { stealFraction, outsideCpuFraction, flagged } = run.interference;
+      this.disturbed.push({ steal: stealFraction, outside: outsideCpuFraction, flagged, values: WORKLOADS[run.workload].headline.map((h) => m[h] ?? null) });
+    }
     if (metrics) {
       for (const name of metrics) this.push(name, m[name]);
     } else {
@@ -149,6 +194,7 @@ class CellAccumulator {
       histograms[name] = { merged, summary: summarizeHistogram(merged) };
     }
     const r = this.first;
+    const interference = this.disturbed.length > 0 ? summarizeInterference(this.disturbed, WORKLOADS[r.workload].headline) : undefined;
     return {
       matrix: r.matrix,
       machine: r.fingerprint.machine,
@@ -162,8 +208,112 @@ class CellAccumulator {
       problem: this.problem,
       metrics,
       histograms,
+      ...(interference ? { interference } : {}),
     };
   }
+}
+
+interface DisturbedRun {
+  readonly steal: number | null;
+  readonly outside: number | null;
+  readonly flagged: readonly InterferenceFlag[];
+  /** The workload's headline metrics, in headline order. */
+  readonly values: readonly (number | null)[];
+}
+
+/** Ranks from 1, ties sharing their mean rank. */
+function ranks(values: readonly number[]): number[] {
+  const order = values.map((v, i) => [v, i] as const).sort((a, b) => a[0] - b[0]);
+  const out = new Array<number>(values.length).fill(0);
+  for (let i = 0; i < order.length; ) {
+    let j = i;
+    while (j + 1 < order.length && order[j + 1]?.[0] === order[i]?.[0]) j++;
+    for (let k = i; k <= j; k++) out[order[k]?.[1] ?? 0] = (i + j) / 2 + 1;
+    i = j + 1;
+  }
+  return out;
+}
+
+/** Spearman's rho (Pearson's r of the ranks, so ties are handled); null below 3 pairs or when either side is constant. */
+export function spearman(xs: readonly number[], ys: readonly number[]): number | null {
+  const n = Math.min(xs.length, ys.length);
+  if (n < 3) return null;
+  const rx = ranks(xs.slice(0, n));
+  const ry = ranks(ys.slice(0, n));
+  const mid = (n + 1) / 2;
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < n; i++) {
+    const dx = (rx[i] ?? mid) - mid;
+    const dy = (ry[i] ?? mid) - mid;
+    sxy += dx * dy;
+    sxx += dx * dx;
+    syy += dy * dy;
+  }
+  return sxx === 0 || syy === 0 ? null : sxy / Math.sqrt(sxx * syy);
+}
+
+/** The metric's stronger correlation with outside CPU or with steal, over the runs that have both numbers. */
+function correlationOf(runs: readonly DisturbedRun[], at: number): InterferenceCorrelation | null {
+  let best: InterferenceCorrelation | null = null;
+  for (const measure of ['outsideCpu', 'steal'] as const) {
+    const xs: number[] = [];
+    const ys: number[] = [];
+    for (const r of runs) {
+      const x = measure === 'outsideCpu' ? r.outside : r.steal;
+      const y = r.values[at];
+      if (x === null || typeof y !== 'number' || !Number.isFinite(y)) continue;
+      xs.push(x);
+      ys.push(y);
+    }
+    const rho = spearman(xs, ys);
+    if (rho !== null && (best === null || Math.abs(rho) > Math.abs(best.rho))) best = { with: measure, rho, n: xs.length };
+  }
+  return best;
+}
+
+/** Whether the metric's outliers are exactly the flagged runs (and there are some). */
+function flaggedAreOutliers(runs: readonly DisturbedRun[], at: number): boolean {
+  const values: number[] = [];
+  const flagged = new Set<number>();
+  for (const r of runs) {
+    const v = r.values[at];
+    if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+    if (r.flagged.length > 0) flagged.add(values.length);
+    values.push(v);
+  }
+  const outliers = outlierIndexes(values);
+  return outliers.length > 0 && outliers.length === flagged.size && outliers.every((i) => flagged.has(i));
+}
+
+function maxOf(runs: readonly DisturbedRun[], flag: InterferenceFlag, value: (r: DisturbedRun) => number | null): number | null {
+  let max: number | null = null;
+  for (const r of runs) {
+    const v = value(r);
+    if (r.flagged.includes(flag) && v !== null && (max === null || v > max)) max = v;
+  }
+  return max;
+}
+
+function summarizeInterference(runs: readonly DisturbedRun[], headline: readonly string[]): CellInterference {
+  const correlations: Record<string, InterferenceCorrelation> = {};
+  const outlying: string[] = [];
+  headline.forEach((metric, at) => {
+    const c = correlationOf(runs, at);
+    if (c) correlations[metric] = c;
+    if (flaggedAreOutliers(runs, at)) outlying.push(metric);
+  });
+  return {
+    runs: runs.length,
+    flagged: runs.filter((r) => r.flagged.length > 0).length,
+    flaggedSteal: runs.filter((r) => r.flagged.includes('steal')).length,
+    flaggedOutsideCpu: runs.filter((r) => r.flagged.includes('outsideCpu')).length,
+    maxSteal: maxOf(runs, 'steal', (r) => r.steal),
+    maxOutsideCpu: maxOf(runs, 'outsideCpu', (r) => r.outside),
+    correlations,
+    flaggedAreOutliers: outlying,
+  };
 }
 
 /** Feed runs with `add`, then `finish()`. */
