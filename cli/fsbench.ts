@@ -9,6 +9,7 @@ import { ERRORS, errorLine, FsbenchError, toFsbenchError } from '../contract/err
 import { registerCompareCommands } from './compare.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
+import { registerReportCommands } from './report.js';
 import { registerSandboxCommands } from './sandbox.js';
 
 const program = new Command('fsbench')
@@ -20,6 +21,7 @@ const program = new Command('fsbench')
 
 registerLocalCommands(program);
 registerCompareCommands(program);
+registerReportCommands(program);
 registerRemoteCommands(program);
 registerSandboxCommands(program);
 

@@ -116,6 +116,14 @@ export function openApiDocument(version: string): JsonSchema {
           },
         },
       },
+      '/v1/matrices/{id}/report.html': {
+        parameters: [idParam],
+        get: {
+          summary:
+            "The matrix's report as one self-contained HTML page that opens offline: the dashboard's charts (Chart.js inline), per-cell medians, CIs, CV and noise verdicts, notes, knees and every machine fingerprint field. Served inline with a Content-Security-Policy allowing its inline scripts and style by hash; counts against FSBENCH_MAX_DOWNLOADS",
+          responses: { '200': { description: 'the page', content: { 'text/html': { schema: { type: 'string' } } } }, ...errors(404, 503) },
+        },
+      },
       '/v1/matrices/{id}/events': {
         parameters: [idParam],
         get: {

@@ -11,6 +11,8 @@ import { z } from 'zod';
 import { FsbenchError, isErrorCode, toFsbenchError } from '../contract/errors.js';
 import { buildReport } from '../report/build.js';
 import { render } from '../report/export/index.js';
+import { renderHtmlReport } from '../report/html.js';
+import { htmlAssets } from '../report/html-bundle.js';
 import type { Report } from '../report/model.js';
 import { exportableReport } from '../report/results-view.js';
 import { storeRunSource } from './store-adapter.js';
@@ -32,11 +34,12 @@ export function matrixReport(store: Store, m: MatrixRecord): Report {
   return buildReport(source.runs, { title: `${m.name} (${m.id}): ${m.state}`, grouped: true, cellOrder: source.cellOrder, fingerprintOf: source.fingerprintOf });
 }
 
-/** A report as a results answer carries it: the JSON inside a page, or an exporter's text. */
-const RENDERINGS = ['fragment', 'table', 'md', 'csv'] as const;
+/** A report as an answer carries it: the JSON inside a results page, an exporter's text, or the HTML page. */
+const RENDERINGS = ['fragment', 'table', 'md', 'csv', 'html'] as const;
 export type Rendering = (typeof RENDERINGS)[number];
 
 export function renderReport(store: Store, m: MatrixRecord, as: Rendering): string {
+  if (as === 'html') return renderHtmlReport(matrixReport(store, m), htmlAssets(), { description: m.spec.description, source: `matrix ${m.id} on the coordinator` });
   const report = exportableReport(matrixReport(store, m));
   return as === 'fragment' ? JSON.stringify(report.json()) : render(as, report);
 }
