@@ -11,7 +11,8 @@ import tseslint from 'typescript-eslint';
 /**
  * Each top-level module and the modules it may import (besides itself). Lower layers never
  * import higher ones: contract -> host -> workloads -> runner -> sandbox -> agent, contract ->
- * queue -> agent | coordinator, contract -> stats -> report -> compare -> coordinator | cli.
+ * queue -> agent | coordinator, contract -> stats -> report -> compare -> coordinator | cli,
+ * stats -> runner (a cell under `repetitions: auto` runs until its median is precise enough).
  */
 export const LAYERS = {
   contract: [],
@@ -20,7 +21,7 @@ export const LAYERS = {
   stats: ['contract'],
   queue: ['contract'],
   workloads: ['contract', 'host'],
-  runner: ['contract', 'host', 'workloads'],
+  runner: ['contract', 'host', 'stats', 'workloads'],
   sandbox: ['contract', 'host', 'workloads', 'runner'],
   report: ['contract', 'stats'],
   compare: ['contract', 'stats', 'report'],

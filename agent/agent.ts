@@ -40,6 +40,9 @@ export interface AgentSettings extends RedisChannel {
   readonly allowedTargets?: readonly string[];
   readonly maxQueuedEvents?: number;
   readonly maxWatches?: number;
+  /** FSBENCH_MAX_STEAL, FSBENCH_MAX_OUTSIDE_CPU: when a run counts as disturbed (the settings' defaults when absent). */
+  readonly maxSteal?: number;
+  readonly maxOutsideCpu?: number;
   /** FSBENCH_JOB_KEY: the coordinator's public key (PEM or a file); without it the agent does not start. */
   readonly jobKey: string | undefined;
 }
@@ -72,7 +75,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
   const sandbox = await connectSandbox({ log });
   const fingerprintNow = async (): Promise<MachineFingerprint> => {
-    const f = await collectFingerprint({ machine: s.machine, labels: s.labels });
+    const f = await collectFingerprint({ machine: s.machine, labels: s.labels }, s.scratch);
     return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();
@@ -116,6 +119,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     jobKey,
     journal,
     budget,
+    ...(s.maxSteal === undefined || s.maxOutsideCpu === undefined ? {} : { interference: { maxSteal: s.maxSteal, maxOutsideCpu: s.maxOutsideCpu } }),
     scratchDir: s.scratch,
     fingerprint: () => fingerprint,
     hardStop: hardStop.signal,

@@ -3,16 +3,17 @@ import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { FsbenchError } from '../contract/errors.js';
-import { expandMatrix } from '../contract/matrix.js';
+import { adaptiveRepetitions, describeCell, expandMatrix, varyingParams, type Matrix } from '../contract/matrix.js';
 import { parseMatrixText } from '../contract/matrix-text.js';
 import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
 import { metricInfos, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import type { RunResult } from '../contract/result.js';
 import { buildReport } from '../report/build.js';
+import { formatPercent } from '../report/format.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
 import { exportableReport } from '../report/results-view.js';
 import { collectFingerprint } from '../host/fingerprint.js';
-import { runMatrixLocally } from '../runner/local.js';
+import { runMatrixLocally, type CellOutcome } from '../runner/local.js';
 import { nativeProgram } from '../host/native.js';
 import { loadSettings, settingsMarkdown } from '../settings/index.js';
 import { progressPrinter } from './progress.js';
@@ -57,17 +58,19 @@ type RunFlags = {
   allowedTargets?: string;
   maxQueuedEvents?: string;
   maxWatches?: string;
+  maxSteal?: string;
+  maxOutsideCpu?: string;
   progress: boolean;
 };
 
 async function runCommand(file: string, flags: RunFlags): Promise<void> {
-  const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'], flags);
+  const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu'], flags);
   const matrix = await readMatrixFile(file);
   const cells = expandMatrix(matrix);
   // A missing native build is reported before any run starts, not as N failed runs.
   if (matrix.workload === 'inotify') nativeProgram('probe');
   if (matrix.workload === 'metadata') nativeProgram('metadata');
-  const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels });
+  const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels }, settings.scratch);
   const out = jsonlWriter(flags.out);
 
   const controller = new AbortController();
@@ -84,19 +87,24 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
   const progress = progressPrinter();
   let runs: RunResult[] = [];
   try {
-    process.stderr.write(`fsbench: ${matrix.name}: ${cells.length} cells x ${matrix.warmup} warmup + ${matrix.repetitions} runs on ${fingerprint.machine}\n`);
+    process.stderr.write(`fsbench: ${matrix.name}: ${cells.length} cells x ${matrix.warmup} warmup + ${describeRepetitions(matrix)} runs, ${matrix.order}, on ${fingerprint.machine}\n`);
     runs = await runMatrixLocally({
       matrix,
       cells,
       scratchDir: settings.scratch,
       journalDir: settings.journalDir,
       budget: { allowedTargets: settings.allowedTargets, maxQueuedEvents: settings.maxQueuedEvents, maxWatches: settings.maxWatches },
+      interference: { maxSteal: settings.maxSteal, maxOutsideCpu: settings.maxOutsideCpu },
       fingerprint,
       signal: controller.signal,
       onResult: (run) => {
         out.write(run);
       },
       ...(flags.progress ? { onProgress: progress.update } : {}),
+      onCellsDone: (outcomes) => {
+        const line = precisionLine(matrix, outcomes);
+        if (line) process.stderr.write(`fsbench: ${line}\n`);
+      },
       log: (line) => process.stderr.write(`fsbench: ${line}\n`),
     });
   } finally {
@@ -110,6 +118,26 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
     process.stderr.write(`fsbench: interrupted: ${runs.length} runs kept${flags.out ? ` in ${flags.out}` : ''}\n`);
     process.exitCode = 130;
   }
+}
+
+function describeRepetitions(matrix: Matrix): string {
+  const a = adaptiveRepetitions(matrix);
+  return a ? `${a.min}-${a.max} (auto: until the median's 95% CI of ${a.metric} is within ±${formatPercent(a.target)})` : String(matrix.repetitions);
+}
+
+/** Under `repetitions: auto`, which cells reached the precision asked for; null otherwise. */
+function precisionLine(matrix: Matrix, outcomes: readonly CellOutcome[]): string | null {
+  const a = adaptiveRepetitions(matrix);
+  if (!a) return null;
+  const varying = varyingParams(outcomes.map((o) => o.cell));
+  const reached = outcomes.filter((o) => o.verdict === 'reached');
+  const missed = outcomes.filter((o) => o.verdict === 'max');
+  const width = (o: CellOutcome) => (o.halfWidth === null ? 'no CI' : `±${formatPercent(o.halfWidth)}`);
+  const named = missed.slice(0, 10).map((o) => `${describeCell(o.cell, varying)} (${width(o)} after ${o.runs})`);
+  return [
+    `precision: ${reached.length} of ${outcomes.length} cells reached ±${formatPercent(a.target)} on ${a.metric}`,
+    ...(missed.length > 0 ? [`; ${missed.length} stopped at ${a.max} runs without: ${named.join(', ')}${missed.length > 10 ? ' ...' : ''}`] : []),
+  ].join('');
 }
 
 /** The parameter tables of every workload, as Markdown: the README embeds this output. */
@@ -142,6 +170,8 @@ export function registerLocalCommands(program: Command): void {
     .option('--allowed-targets <dirs>', 'directories besides the scratch directory a target may lie in (FSBENCH_ALLOWED_TARGETS)')
     .option('--max-queued-events <n>', 'largest maxQueuedEvents a cell may set (FSBENCH_MAX_QUEUED_EVENTS)')
     .option('--max-watches <n>', 'most inotify watches a run may add (FSBENCH_MAX_WATCHES)')
+    .option('--max-steal <fraction>', "share of the CPUs' time stolen during a run before it is flagged as disturbed (FSBENCH_MAX_STEAL)")
+    .option('--max-outside-cpu <cpus>', 'CPUs other processes may use during a run before it is flagged as disturbed (FSBENCH_MAX_OUTSIDE_CPU)')
     .option('--machine <name>', 'display name of this machine (FSBENCH_MACHINE)')
     .option('--labels <a,b>', 'labels of this machine (FSBENCH_LABELS)')
     .option('--no-progress', 'do not print progress on stderr')

@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { z } from 'zod';
+import { factsLine } from '../compare/machine-facts.js';
 import { FsbenchError } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
@@ -25,6 +26,11 @@ async function serviceLog(name: 'coordinator' | 'agent') {
   const { createLogger } = await import('../coordinator/log.js');
   return createLogger({ name, pretty: process.stderr.isTTY });
 }
+
+const AGENT_SETTINGS = [
+  'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu',
+] as const satisfies readonly SettingName[];
 
 function withSettings(cmd: Command, names: readonly SettingName[]): Command {
   for (const name of names) {
@@ -126,12 +132,9 @@ export function registerRemoteCommands(program: Command): void {
 
   withSettings(
     program.command('agent').description('Run an agent: take runs from the queues and run them on this host'),
-    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'],
+    AGENT_SETTINGS,
   ).action(async (opts: Record<string, unknown>) => {
-    const s = loadSettings(
-      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches'],
-      opts,
-    );
+    const s = loadSettings(AGENT_SETTINGS, opts);
     const { startAgent } = await import('../agent/agent.js');
     const logger = await serviceLog('agent');
     const agentLog = (line: string) => {
@@ -196,7 +199,14 @@ export function registerRemoteCommands(program: Command): void {
       ]);
       const table = [['MACHINE', 'HOST', 'LABELS', 'HEARTBEAT', 'RUN', 'DONE'], ...rows];
       const widths = table[0]?.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length))) ?? [];
-      for (const r of table) process.stdout.write(`${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`);
+      const line = (r: readonly string[]) => `${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`;
+      const [heading] = table;
+      if (heading) process.stdout.write(line(heading));
+      // The machine's facts under its row: too long for a column, and what tells two agents' numbers apart.
+      agents.forEach((a, i) => {
+        const r = rows[i];
+        if (r) process.stdout.write(`${line(r)}  ${factsLine(a.fingerprint)}\n`);
+      });
       if (agents.length === 0) log('no live agent');
     });
 }

@@ -8,12 +8,17 @@ import { z } from 'zod';
 import { FsbenchError } from './errors.js';
 import { Label } from './fingerprint.js';
 import { defaultValue, describeAllowed, formatParam, parseParam, type ParamValue } from './params.js';
-import { paramSpec, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads/index.js';
+import { AdaptiveRepetitions, RunOrder, Seed } from './schedule.js';
+import { metricDoc, paramSpec, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from './workloads/index.js';
 
 /** Most cells one matrix may expand to. */
 export const MAX_CELLS = 10_000;
 /** Most runs (cells x (warmup + repetitions)) one matrix may ask for. */
 export const MAX_RUNS = 100_000;
+/** Most measured runs of one cell (a fixed `repetitions`, or `maxRepetitions`). */
+export const MAX_REPETITIONS = 1000;
+/** What `repetitions: auto` does unless told otherwise. */
+export const ADAPTIVE_DEFAULTS = { min: 6, max: 30, target: 0.02 } as const;
 
 /**
  * What a parameter's name can be (`bufferBytes`, `container.storage`). Checked before any lookup,
@@ -41,8 +46,32 @@ export const Matrix = z
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'must be 1-100 letters, digits, dots, dashes or underscores'),
     description: z.string().max(4000).optional(),
     workload: z.enum(WORKLOAD_NAMES),
-    /** Measured runs per cell. */
-    repetitions: z.number().int().min(1).max(1000).default(5),
+    /**
+     * Measured runs per cell, or `auto`: each cell runs until the 95% CI of its median is within
+     * `targetPrecision` of the median, between `minRepetitions` and `maxRepetitions` runs.
+     */
+    repetitions: z.union([z.number().int().min(1).max(MAX_REPETITIONS), z.literal('auto')]).default(5),
+    /** With `repetitions: auto`: runs before the precision is judged (6: a 95% CI of the median needs 6). */
+    minRepetitions: z.number().int().min(2).max(MAX_REPETITIONS).optional(),
+    /** With `repetitions: auto`: the most runs of a cell (30). */
+    maxRepetitions: z.number().int().min(2).max(MAX_REPETITIONS).optional(),
+    /** With `repetitions: auto`: the wanted half-width of the median's 95% CI, relative to it (`2%` or 0.02). */
+    targetPrecision: z
+      .union([
+        z.number().gt(0).lt(1),
+        z
+          .string()
+          .regex(/^\d{1,2}(\.\d{1,4})?%$/, 'must be a percentage below 100%, like 2%')
+          .transform((t) => Number(t.slice(0, -1)) / 100)
+          .pipe(z.number().gt(0).lt(1)),
+      ])
+      .optional(),
+    /** With `repetitions: auto`: the metric whose median must be that precise (the workload's first headline metric). */
+    precisionMetric: z.string().max(64).optional(),
+    /** In which order the runs are made (see contract/schedule.ts). */
+    order: RunOrder.default('interleaved'),
+    /** With `order: shuffled`: the seed of the shuffle (drawn at random and recorded when absent). */
+    seed: Seed.optional(),
     /** Runs per cell made and thrown away before the measured ones (cold caches, JIT, page faults). */
     warmup: z.number().int().min(0).max(100).default(1),
     /** Parameter name -> list of values (a single value counts as a list of one). */
@@ -158,7 +187,51 @@ export function parseMatrix(input: unknown): Matrix {
   if (!r.success) {
     throwIfIssues(r.error.issues.map((i) => ({ path: i.path.join('.') || '(matrix)', message: i.message })));
   }
-  return r.data as Matrix;
+  const matrix = r.data as Matrix;
+  throwIfIssues(scheduleIssues(matrix));
+  return matrix;
+}
+
+/** Fields that mean something only beside another one, and must agree with it. */
+function scheduleIssues(m: Matrix): Issue[] {
+  const issues: Issue[] = [];
+  if (m.repetitions !== 'auto') {
+    for (const key of ['minRepetitions', 'maxRepetitions', 'targetPrecision', 'precisionMetric'] as const) {
+      if (m[key] !== undefined) issues.push({ path: key, message: `applies only with repetitions: auto (repetitions is ${m.repetitions})` });
+    }
+  } else {
+    const a = adaptiveDefaults(m);
+    if (a.min > a.max) issues.push({ path: 'minRepetitions', message: `${a.min} is more than maxRepetitions (${a.max})` });
+    if (m.precisionMetric !== undefined && metricDoc(m.workload, m.precisionMetric) === undefined) {
+      issues.push({ path: 'precisionMetric', message: `${m.precisionMetric} is not a metric of workload ${m.workload} (fsbench params ${m.workload} lists them)` });
+    }
+  }
+  if (m.seed !== undefined && m.order !== 'shuffled') issues.push({ path: 'seed', message: `applies only with order: shuffled (order is ${m.order})` });
+  return issues;
+}
+
+function adaptiveDefaults(m: Matrix): AdaptiveRepetitions {
+  return {
+    min: m.minRepetitions ?? Math.min(ADAPTIVE_DEFAULTS.min, m.maxRepetitions ?? ADAPTIVE_DEFAULTS.max),
+    max: m.maxRepetitions ?? Math.max(ADAPTIVE_DEFAULTS.max, m.minRepetitions ?? 0),
+    target: m.targetPrecision ?? ADAPTIVE_DEFAULTS.target,
+    metric: m.precisionMetric ?? WORKLOADS[m.workload].headline[0] ?? 'elapsedMs',
+  };
+}
+
+/** What `repetitions: auto` means for this matrix, with the defaults filled in; null for a fixed count. */
+export function adaptiveRepetitions(m: Matrix): AdaptiveRepetitions | null {
+  return m.repetitions === 'auto' ? adaptiveDefaults(m) : null;
+}
+
+/** The most measured runs a cell of this matrix can get. */
+export function maxRepetitions(m: Matrix): number {
+  return m.repetitions === 'auto' ? adaptiveDefaults(m).max : m.repetitions;
+}
+
+/** The measured runs every cell gets before any is judged: all of them, unless `auto`. */
+export function initialRepetitions(m: Matrix): number {
+  return m.repetitions === 'auto' ? adaptiveDefaults(m).min : m.repetitions;
 }
 
 /**
@@ -189,11 +262,12 @@ export function expandMatrix(matrix: Matrix): Cell[] {
       `the matrix expands to ${total} cells (${shape}), more than the limit of ${MAX_CELLS}: list fewer values or split it`,
     );
   }
-  const runs = total * (matrix.repetitions + matrix.warmup);
+  const perCell = maxRepetitions(matrix) + matrix.warmup;
+  const runs = total * perCell;
   if (runs > MAX_RUNS) {
     throw new FsbenchError(
       'MATRIX_TOO_LARGE',
-      `the matrix asks for ${runs} runs (${total} cells x ${matrix.warmup + matrix.repetitions} runs each), more than the limit of ${MAX_RUNS}`,
+      `the matrix asks for ${matrix.repetitions === 'auto' ? 'up to ' : ''}${runs} runs (${total} cells x ${perCell} runs each), more than the limit of ${MAX_RUNS}`,
     );
   }
 

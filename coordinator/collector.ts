@@ -277,7 +277,9 @@ export class Collector {
       }
       if (!m) return 'unknown-matrix';
       if (!m.targets.some((t) => t.target === c.target)) return 'unknown-target';
-      if (c.repetition >= m.spec.repetitions) return 'repetition';
+      // Under `repetitions: auto`, only the runs its plan queued so far were issued.
+      const issuedRuns = m.spec.repetitions === 'auto' ? (this.deps.store.plans.issued(c.matrixId, c.cellId, c.target) ?? 0) : m.spec.repetitions;
+      if (c.repetition >= issuedRuns) return 'repetition';
       const cellKey = `${c.matrixId} ${c.cellId}`;
       let known = cells.get(cellKey);
       if (known === undefined) {

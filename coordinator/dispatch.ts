@@ -6,9 +6,10 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Cell, Placement } from '../contract/matrix.js';
+import { maxRepetitions, type Cell, type Matrix, type Placement } from '../contract/matrix.js';
 import type { AgentStatus } from '../queue/registry.js';
 import { FsbenchError } from '../contract/errors.js';
+import { runOrder, type RunOrder } from '../contract/schedule.js';
 import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
 import type { JobSigner } from '../queue/signing.js';
 import type { TargetInfo } from './store.js';
@@ -34,13 +35,37 @@ export function resolveTargets(placement: Placement, agents: readonly AgentStatu
 export interface EnqueueRequest {
   readonly matrixId: string;
   readonly cells: readonly Cell[];
+  /** Runs per cell; under `repetitions: auto` the most, with `planned` saying how many are queued now. */
   readonly repetitions: number;
+  /** `cellId.target` -> runs queued so far, under `repetitions: auto` (plans.ts). */
+  readonly planned?: ReadonlyMap<string, number> | undefined;
+  /** The order the runs are queued in (interleaved when absent) and, shuffled, its seed. */
+  readonly order?: RunOrder;
+  readonly seed?: number | undefined;
   readonly warmup: number;
   readonly targets: readonly TargetInfo[];
   /** `cellId.target.repetition` of runs already stored, not to run again. */
   readonly skip?: ReadonlySet<string>;
   /** Checked between chunks: a cancelled matrix stops being enqueued. */
   readonly stillWanted?: () => boolean;
+}
+
+/** Everything of a stored matrix that is queued (or taken back): its runs in its order, under `auto` the planned ones. */
+export function enqueueRequest(
+  matrixId: string,
+  spec: Matrix,
+  cells: readonly Cell[],
+  targets: readonly TargetInfo[],
+  planned: ReadonlyMap<string, number> | undefined,
+): EnqueueRequest {
+  return { matrixId, cells, repetitions: maxRepetitions(spec), planned, order: spec.order, seed: spec.seed, warmup: spec.warmup, targets };
+}
+
+type QueuedJob = { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> };
+
+/** Runs of a cell on a target the request covers: all of them, or under `auto` those queued so far. */
+function runsOf(r: EnqueueRequest, cell: Cell, target: string): number {
+  return Math.min(r.repetitions, r.planned?.get(`${cell.id}.${target}`) ?? r.repetitions);
 }
 
 export class Dispatcher {
@@ -78,31 +103,40 @@ export class Dispatcher {
 
   async enqueue(r: EnqueueRequest): Promise<number> {
     let added = 0;
+    const order = runOrder(r.cells.length, r.repetitions, r.order ?? 'interleaved', r.seed);
     for (const t of r.targets) {
-      let batch: { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> }[] = [];
+      let batch: QueuedJob[] = [];
       const flush = async () => {
         if (batch.length === 0) return;
         await this.queue(t.target).addBulk(batch);
         added += batch.length;
         batch = [];
       };
-      // Repetitions outermost: every cell gets its first run before any gets its second, so an
-      // early look at the results already covers the whole matrix.
-      for (let repetition = 0; repetition < r.repetitions; repetition++) {
-        for (const cell of r.cells) {
-          if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
-          const run: RunJob = { matrixId: r.matrixId, cell, repetition, warmup: r.warmup, target: t.target };
-          const data: SignedRunJob = { ...run, signature: this.signer.sign(run) };
-          batch.push({ name: RUN_JOB_NAME, data, opts: { jobId: jobId(r.matrixId, cell.id, t.target, repetition), ...runJobOptions(this.maxAttempts) } });
-          if (batch.length >= CHUNK) {
-            if (r.stillWanted && !r.stillWanted()) return added;
-            await flush();
-          }
+      // Queues are first in, first out: the order they are filled in is the order runs are made.
+      for (const { cell: i, repetition } of order) {
+        const cell = r.cells[i];
+        if (!cell || repetition >= runsOf(r, cell, t.target)) continue;
+        if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
+        batch.push(this.job(r.matrixId, cell, t.target, repetition, r.warmup));
+        if (batch.length >= CHUNK) {
+          if (r.stillWanted && !r.stillWanted()) return added;
+          await flush();
         }
       }
       await flush();
     }
     return added;
+  }
+
+  /** One more run of a cell under `repetitions: auto`, at the end of its target's queue. */
+  async enqueueNext(matrixId: string, cell: Cell, target: string, repetition: number, warmup: number): Promise<void> {
+    await this.queue(target).addBulk([this.job(matrixId, cell, target, repetition, warmup)]);
+  }
+
+  private job(matrixId: string, cell: Cell, target: string, repetition: number, warmup: number): QueuedJob {
+    const run: RunJob = { matrixId, cell, repetition, warmup, target };
+    const data: SignedRunJob = { ...run, signature: this.signer.sign(run) };
+    return { name: RUN_JOB_NAME, data, opts: { jobId: jobId(matrixId, cell.id, target, repetition), ...runJobOptions(this.maxAttempts) } };
   }
 
   /** Removes the runs that have not started; returns how many. Started ones run to the end. */
@@ -111,8 +145,8 @@ export class Dispatcher {
     for (const t of r.targets) {
       const q = this.queue(t.target);
       const ids: string[] = [];
-      for (let repetition = 0; repetition < r.repetitions; repetition++) {
-        for (const cell of r.cells) ids.push(jobId(r.matrixId, cell.id, t.target, repetition));
+      for (const cell of r.cells) {
+        for (let repetition = 0; repetition < runsOf(r, cell, t.target); repetition++) ids.push(jobId(r.matrixId, cell.id, t.target, repetition));
       }
       for (let i = 0; i < ids.length; i += CHUNK) {
         const results = await Promise.all(ids.slice(i, i + CHUNK).map((id) => this.removeIfWaiting(q, id)));

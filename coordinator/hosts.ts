@@ -11,6 +11,7 @@
 import type { Redis } from 'ioredis';
 import { readRegistry } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
+import { maxRepetitions } from '../contract/matrix.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET, jobId } from '../queue/jobs.js';
 import type { MatrixRecord, Store, StoredRun } from './store.js';
@@ -76,14 +77,18 @@ export class HostWatch {
     const q = dispatcher.queue(target);
     const runs: StoredRun[] = [];
     const message = `the run was given up: no agent of host ${machine} (${target}) was live for ${formatDuration(this.deps.timeoutMs)} (FSBENCH_HOST_TIMEOUT)`;
+    const planned = store.plans.planned(m.id);
     for (const cell of store.cells(m.id)) {
-      for (let repetition = 0; repetition < m.spec.repetitions; repetition++) {
+      const issued = planned?.get(`${cell.id}.${target}`) ?? maxRepetitions(m.spec);
+      for (let repetition = 0; repetition < issued; repetition++) {
         if (stored.has(`${cell.id}.${target}.${repetition}`)) continue;
         if (!(await dispatcher.removeUnfinished(q, jobId(m.id, cell.id, target, repetition)))) continue;
         runs.push({ kind: 'gave-up', code: 'ABANDONED', matrixId: m.id, target, cell, repetition, machine, message, attempts: 0 });
       }
     }
     store.storeRuns(runs);
+    // A cell under `repetitions: auto` with a run given up stops there (plans.ts).
+    store.plans.afterStored(runs);
     return runs.length;
   }
 }

@@ -8,9 +8,12 @@ import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { withDeadline } from './deadline.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
-import type { Dispatcher } from './dispatch.js';
-import { eventsHandler, isFinal, type ProgressHub } from './events.js';
+import { enqueueRequest, type Dispatcher } from './dispatch.js';
+import { defaultCap, eventsHandler, isFinal, Slots, type ProgressHub } from './events.js';
+import { ReportCache } from './report-cache.js';
 import { resultsHandler } from './results-format.js';
+import { htmlAssets } from '../report/html-bundle.js';
+import { reportCsp } from '../report/html.js';
 import { Submissions, type Limits } from './submit.js';
 export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
@@ -95,7 +98,7 @@ export function matricesRouter(d: MatricesDeps): Router {
     if (isFinal(m.state)) throw new FsbenchError('CONFLICT', `matrix ${m.id} is already ${m.state}`);
     store.cancel(m.id);
     await enqueueing.get(m.id)?.catch(() => undefined);
-    const request = { matrixId: m.id, cells: store.cells(m.id), repetitions: m.spec.repetitions, warmup: m.spec.warmup, targets: m.targets };
+    const request = enqueueRequest(m.id, m.spec, store.cells(m.id), m.targets, store.plans.planned(m.id));
     const removed = await withDeadline(dispatcher.cancel(request), 'removing the queued runs');
     hub.changed([m.id]);
     d.log(`matrix ${m.id} cancelled: ${removed} queued runs removed`, { event: 'matrix.cancelled', matrixId: m.id, removedRuns: removed });
@@ -104,5 +107,27 @@ export function matricesRouter(d: MatricesDeps): Router {
 
   router.get('/:id/results', read, resultsHandler(store, d.limits.maxDownloads));
   router.get('/:id/events', read, eventsHandler(store, hub, d.limits.maxStreams));
+
+  // The HTML report is a download like the results: as many at once as FSBENCH_MAX_DOWNLOADS,
+  // built in the report thread, cached per matrix version.
+  const htmlSlots = new Slots(d.limits.maxDownloads ?? defaultCap('maxDownloads'));
+  const htmlReports = new ReportCache(store);
+  router.get('/:id/report.html', read, async (req, res) => {
+    const m = find(req.params.id);
+    if (!htmlSlots.take(res)) {
+      throw new FsbenchError('UNAVAILABLE', `${htmlSlots.capacity} downloads are in progress, the most this coordinator serves at once (FSBENCH_MAX_DOWNLOADS): try again in 2 s`, [], {
+        'Retry-After': '2',
+      });
+    }
+    const bytes = await htmlReports.get(m, 'html');
+    if (res.destroyed) return;
+    // The page carries its scripts and style inline: the policy helmet set, plus their hashes.
+    const base = res.getHeader('Content-Security-Policy');
+    res
+      .set('Content-Security-Policy', reportCsp(typeof base === 'string' ? base : "default-src 'self'", htmlAssets()))
+      .set('Content-Disposition', `inline; filename="${m.spec.name.replace(/[^A-Za-z0-9._-]/g, '_')}.html"`)
+      .type('text/html; charset=utf-8')
+      .send(bytes);
+  });
   return router;
 }

@@ -8,8 +8,9 @@ import { buildApp } from './app.js';
 import { describeAuth } from './auth.js';
 import { Collector } from './collector.js';
 import { coordinatorMetrics } from './metrics.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, enqueueRequest } from './dispatch.js';
 import { HostWatch } from './hosts.js';
+import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, logTo, type LogSink } from './log.js';
 import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
@@ -52,6 +53,8 @@ export interface RunningCoordinator {
 const COLLECT_POLL_MS = 100;
 /** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
 const HOST_CHECK_MS = 10_000;
+/** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
+const REQUEUE_RETRY_MS = 5_000;
 
 /** `sink` receives every log line: a pino logger, or a function given each JSON line. */
 export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): Promise<RunningCoordinator> {
@@ -86,15 +89,30 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     const m = store.getMatrix(id);
     if (!m) return;
     const added = await dispatcher.enqueue({
-      matrixId: id,
-      cells: store.cells(id),
-      repetitions: m.spec.repetitions,
-      warmup: m.spec.warmup,
-      targets: m.targets,
+      ...enqueueRequest(id, m.spec, store.cells(id), m.targets, store.plans.planned(id)),
       skip: store.storedRunKeys(id),
     });
     store.markEnqueued(id);
     log(`matrix ${id}: ${what} (${added} jobs, existing ones kept)`, { event: 'matrix.requeued', matrixId: id, jobs: added });
+  };
+  /**
+   * Under `repetitions: auto`: queues the next run of each cell not yet precise enough (plans.ts),
+   * and tells watchers of the matrices whose cells stopped. A run that cannot be queued now is
+   * queued again by a requeue of its matrix a little later.
+   */
+  const measureFurther = ({ next, changed }: { next: readonly NextRun[]; changed: ReadonlySet<string> }): void => {
+    if (changed.size > 0) hub.changed(changed);
+    for (const n of next) {
+      const m = store.getMatrix(n.matrixId);
+      const cell = store.cell(n.matrixId, n.cellId);
+      if (!m || !cell || m.state === 'cancelled') continue;
+      dispatcher.enqueueNext(n.matrixId, cell, n.target, n.repetition, m.spec.warmup).catch((err: unknown) => {
+        log(`matrix ${n.matrixId}: queueing run ${n.repetition} of cell ${n.cellId} failed (${err instanceof Error ? err.message : String(err)}); trying again shortly`);
+        setTimeout(() => {
+          requeue(n.matrixId, 'queued again a run of a cell still being measured').catch(() => undefined);
+        }, REQUEUE_RETRY_MS).unref();
+      });
+    }
   };
   const collector = new Collector({
     store,
@@ -106,6 +124,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
     onStored: (runs) => {
       for (const run of runs) if (run.kind === 'result') metrics.observeRun(run.result);
+      measureFurther(store.plans.afterStored(runs));
     },
     onLost: async (target) => {
       const unfinished = [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')];
@@ -145,8 +164,10 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       });
   }, Math.min(HOST_CHECK_MS, s.hostTimeout / 2));
 
-  // A previous coordinator may have died between storing a matrix and enqueueing all of it.
+  // A previous coordinator may have died between storing a matrix and enqueueing all of it, or
+  // between storing a cell's last run and queueing its next.
   for (const id of store.notEnqueued()) await requeue(id, 'finished enqueueing after a restart');
+  measureFurther(store.plans.judgeAll());
   const auth = { token: s.token, readAuth: s.readAuth };
   const app = buildApp({
     store,

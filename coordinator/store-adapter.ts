@@ -8,6 +8,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, type Cell, type Matrix } from '../contract/matrix.js';
 import type { Histogram, RunResult } from '../contract/result.js';
 import type { WorkloadName } from '../contract/workloads/index.js';
+import { interferenceOfRow } from './run-rows.js';
 import type { AggregatedRow, Store } from './store.js';
 import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
 
@@ -51,6 +52,12 @@ function histogramsOf(row: AggregatedRow): Record<string, Histogram> | undefined
   return (JSON.parse(row.details) as { histograms?: Record<string, Histogram> }).histograms;
 }
 
+/** A stored run's interference, for the report's notes; nothing for runs stored without. */
+function interferenceField(row: AggregatedRow): Pick<AggregatableRun, 'interference'> {
+  const interference = interferenceOfRow(row.interference);
+  return interference ? { interference } : {};
+}
+
 /** A stored row as an aggregatable run, without re-validating the metrics the store validated on the way in. */
 export function rowToRun(row: AggregatedRow, matrix: string, workload: WorkloadName, fingerprint: MachineFacts, params: AggregatableRun['params']): AggregatableRun {
   if (row.state === 'ok') {
@@ -61,6 +68,7 @@ export function rowToRun(row: AggregatedRow, matrix: string, workload: WorkloadN
       // more than the aggregation itself.
       metrics: (parseJson(row.metrics) ?? {}) as Record<string, number | null>,
       ...(histograms ? { histograms } : {}),
+      ...interferenceField(row),
     };
   }
   if (row.state === 'failed') {
@@ -160,6 +168,7 @@ export function storeResultSink(store: Store): ResultSink {
             description: `uploaded from ${first.fingerprint.machine}`,
             workload: first.workload,
             repetitions,
+            order: 'interleaved',
             warmup: 0,
             params: {},
             include: [],

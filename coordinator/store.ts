@@ -10,12 +10,13 @@ import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
+import { CellPlans } from './plans.js';
 import { toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';
 
 /** What aggregation reads of a stored run (iterateRunsToAggregate). */
-export type AggregatedRow = Pick<RunRow, 'cell_id' | 'machine' | 'state' | 'params' | 'metrics' | 'error_code' | 'error_message' | 'reason' | 'fingerprint_hash' | 'histograms' | 'details'>;
+export type AggregatedRow = Pick<RunRow, 'cell_id' | 'machine' | 'state' | 'params' | 'metrics' | 'error_code' | 'error_message' | 'reason' | 'fingerprint_hash' | 'histograms' | 'details' | 'interference'>;
 
 export const MATRIX_STATES = ['queued', 'running', 'done', 'cancelled'] as const;
 export type MatrixState = (typeof MATRIX_STATES)[number];
@@ -91,6 +92,7 @@ CREATE TABLE IF NOT EXISTS runs (
   state TEXT NOT NULL CHECK (state IN ('ok', 'failed', 'skipped')), params TEXT NOT NULL,
   started_at TEXT, finished_at TEXT, metrics TEXT, error_code TEXT, error_message TEXT, reason TEXT,
   details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL, histograms TEXT,
+  interference TEXT,
   PRIMARY KEY (matrix_id, cell_id, target, repetition)
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
@@ -154,7 +156,13 @@ export class Store {
     // Databases made before histograms had a column of their own keep them in `details`.
     const columns = this.db.prepare<[], { name: string }>('SELECT name FROM pragma_table_info(\'runs\')').all();
     if (!columns.some((c) => c.name === 'histograms')) this.db.exec('ALTER TABLE runs ADD COLUMN histograms TEXT');
+    // Runs stored before interference was measured keep it null.
+    if (!columns.some((c) => c.name === 'interference')) this.db.exec('ALTER TABLE runs ADD COLUMN interference TEXT');
+    this.plans = new CellPlans(this.db, (id) => this.getMatrix(id)?.spec);
   }
+
+  /** How many runs each cell gets under `repetitions: auto` (plans.ts owns that table). */
+  readonly plans: CellPlans;
 
   /** Opens (creating) `fsbench.db` in `dataDir`, or an in-memory database for `:memory:`. */
   static open(dataDir: string, warn: (line: string) => void = () => undefined): Store {
@@ -307,8 +315,8 @@ export class Store {
     return {
       insert: this.db.prepare(
         `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
-           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       count: this.db.prepare(
         `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
@@ -384,7 +392,7 @@ export class Store {
     return this.db
       .prepare<[string], AggregatedRow>(
         `SELECT cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash,
-           histograms, CASE WHEN histograms IS NULL AND state = 'ok' THEN details END AS details
+           histograms, interference, CASE WHEN histograms IS NULL AND state = 'ok' THEN details END AS details
          FROM runs WHERE matrix_id = ? ORDER BY cell_id, machine`,
       )
       .iterate(matrixId);

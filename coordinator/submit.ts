@@ -8,11 +8,12 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { FsbenchError } from '../contract/errors.js';
-import { expandMatrix, parseMatrix } from '../contract/matrix.js';
+import { expandMatrix, initialRepetitions, maxRepetitions, parseMatrix } from '../contract/matrix.js';
+import { newSeed } from '../contract/schedule.js';
 import { formatDuration } from '../contract/units.js';
 import { ANY_TARGET } from '../queue/jobs.js';
 import { liveAgents } from '../queue/registry.js';
-import { resolveTargets, type EnqueueRequest } from './dispatch.js';
+import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.js';
 import { planMatrix } from './estimate.js';
 import type { Redis } from 'ioredis';
 import type { Dispatcher } from './dispatch.js';
@@ -106,13 +107,16 @@ export class Submissions {
 
   private async once(input: unknown): Promise<SubmitAnswer> {
     const { store, dispatcher, limits } = this.d;
-    const matrix = parseMatrix(input);
+    const parsed = parseMatrix(input);
+    // A shuffled order is recorded with its seed, so that it can be made again.
+    const matrix = parsed.order === 'shuffled' && parsed.seed === undefined ? { ...parsed, seed: newSeed() } : parsed;
     const cells = expandMatrix(matrix);
     const agents = await withDeadline(liveAgents(this.d.redis, this.d.prefix), 'reading the live agents');
     const targets = resolveTargets(matrix.placement, agents);
     const any = targets[0]?.target === ANY_TARGET;
+    // Under `repetitions: auto` the limits count the most runs the matrix can make.
     const plan = planMatrix(cells, {
-      repetitions: matrix.repetitions,
+      repetitions: maxRepetitions(matrix),
       warmup: matrix.warmup,
       any,
       targets: targets.length,
@@ -121,7 +125,7 @@ export class Submissions {
     if (plan.total > limits.maxRuns) {
       throw new FsbenchError(
         'MATRIX_TOO_LARGE',
-        `the matrix asks for ${plan.total} runs (${plan.measured} measured: ${cells.length} cells x ${matrix.repetitions} repetitions x ${any ? 'any host' : `${targets.length} hosts`}; and up to ${plan.warmups} warmups, once per cell and host), more than this coordinator's limit of ${limits.maxRuns} (FSBENCH_MAX_RUNS)`,
+        `the matrix asks for ${plan.total} runs (${plan.measured} measured: ${cells.length} cells x ${matrix.repetitions === 'auto' ? `up to ${maxRepetitions(matrix)}` : matrix.repetitions} repetitions x ${any ? 'any host' : `${targets.length} hosts`}; and up to ${plan.warmups} warmups, once per cell and host), more than this coordinator's limit of ${limits.maxRuns} (FSBENCH_MAX_RUNS)`,
       );
     }
     if (plan.estimatedMs > limits.maxDuration) {
@@ -131,17 +135,19 @@ export class Submissions {
       );
     }
     const waiting = await withDeadline(dispatcher.waiting([ANY_TARGET, ...targets.map((t) => t.target)]), 'counting the queued runs');
-    if (waiting + plan.measured > limits.maxQueued) {
+    const queued = (plan.measured / maxRepetitions(matrix)) * initialRepetitions(matrix);
+    if (waiting + queued > limits.maxQueued) {
       throw new FsbenchError(
         'QUEUE_FULL',
-        `${waiting} runs are waiting and this matrix adds ${plan.measured}, more than the limit of ${limits.maxQueued} (FSBENCH_MAX_QUEUED): try again later`,
+        `${waiting} runs are waiting and this matrix adds ${queued}, more than the limit of ${limits.maxQueued} (FSBENCH_MAX_QUEUED): try again later`,
         [],
         { 'Retry-After': '60' },
       );
     }
     const id = randomBytes(8).toString('hex');
     store.createMatrix({ id, spec: matrix, targets, cells, expectedRuns: plan.measured, estimatedMs: plan.estimatedMs });
-    const request: EnqueueRequest = { matrixId: id, cells, repetitions: matrix.repetitions, warmup: matrix.warmup, targets };
+    store.plans.create(id, matrix, cells, targets);
+    const request: EnqueueRequest = enqueueRequest(id, matrix, cells, targets, store.plans.planned(id));
     let abandoned = false;
     const enqueue = dispatcher.enqueue({ ...request, stillWanted: () => !abandoned && store.getMatrix(id)?.state !== 'cancelled' });
     this.enqueueing.set(id, enqueue);

@@ -1,5 +1,5 @@
 /** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
-import type { Placement } from '../contract/matrix.js';
+import { maxRepetitions, type Placement } from '../contract/matrix.js';
 import type { MatrixRecord, MatrixState, Store } from './store.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -77,7 +77,8 @@ export function detailOf(store: Store, m: MatrixRecord) {
     e[r.state] += r.n;
     byMachine.set(key, e);
   }
-  const perTarget = m.cellCount * m.spec.repetitions;
+  // Under `repetitions: auto` the most a target can store; the matrix's expected runs fall as cells stop early.
+  const perTarget = m.cellCount * maxRepetitions(m.spec);
   const machines: MachineProgress[] = [...byMachine.values()].map((e) => ({ ...e, expected: e.target === 'any' ? null : perTarget }));
   // Target hosts that have not stored anything yet still belong in the picture.
   for (const t of m.targets) {
@@ -89,7 +90,10 @@ export function detailOf(store: Store, m: MatrixRecord) {
     ...summaryOf(m),
     description: m.spec.description ?? null,
     repetitions: m.spec.repetitions,
+    order: m.spec.order,
+    ...(m.spec.seed === undefined ? {} : { seed: m.spec.seed }),
     warmup: m.spec.warmup,
+    precision: store.plans.summary(m.id),
     targets: m.targets,
     estimatedDurationMs: m.estimatedMs,
     machines,

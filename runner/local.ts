@@ -1,13 +1,16 @@
 /**
- * Runs a matrix on this machine, cell after cell: warmups (thrown away), then the measured
- * repetitions, each handed to `onResult` as soon as it exists so an interrupted run keeps what
- * it measured. The agent runs cells through the same `runCell`.
+ * Runs a matrix on this machine: each cell's warmups (thrown away), then its measured
+ * repetitions in the matrix's order, each handed to `onResult` as soon as it exists so an
+ * interrupted run keeps what it measured. The agent runs cells through the same `runCell`.
  */
 import path from 'node:path';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
-import type { Cell, Matrix } from '../contract/matrix.js';
+import type { InterferenceThresholds } from '../contract/interference.js';
+import { adaptiveRepetitions, maxRepetitions, type Cell, type Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
+import { newSeed, rounds } from '../contract/schedule.js';
 import { Journal } from '../host/journal.js';
+import { precisionVerdict, relativeHalfWidth, type PrecisionVerdict } from '../stats/precision.js';
 import type { HostBudget } from './host-budget.js';
 import { runCell } from './run-cell.js';
 
@@ -36,6 +39,10 @@ export interface LocalRunOptions {
   readonly journalDir?: string | undefined;
   /** What this host lets a cell take (FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES). */
   readonly budget?: HostBudget;
+  /** When a run counts as disturbed (FSBENCH_MAX_STEAL, FSBENCH_MAX_OUTSIDE_CPU). */
+  readonly interference?: InterferenceThresholds;
+  /** Once every cell is measured (not when cancelled): how each ended. */
+  readonly onCellsDone?: (outcomes: readonly CellOutcome[]) => void;
 }
 
 /** The journal of the host, found again by whatever runs next here, so a killed run's changes are undone. */
@@ -50,15 +57,64 @@ export async function openJournal(
   return journal;
 }
 
-/** Returns the measured results in order; stops early (keeping them) when `signal` aborts. */
+/** How a cell's measuring ended, for the summary `fsbench run` prints. */
+export interface CellOutcome {
+  readonly cell: Cell;
+  /** Measured ok runs. */
+  readonly runs: number;
+  /**
+   * `reached`/`max` under `repetitions: auto` (precision reached, or the maximum run without it),
+   * `done` for a fixed count, `stopped` after a skipped or failed run.
+   */
+  readonly verdict: PrecisionVerdict | 'done' | 'stopped';
+  /** The relative half-width of the median's 95% CI of the precision metric, when known. */
+  readonly halfWidth: number | null;
+}
+
+interface CellState {
+  warmed: boolean;
+  /** Runs made, warmups included. */
+  made: number;
+  done: boolean;
+  repetitions: number;
+  readonly values: number[];
+  verdict: CellOutcome['verdict'] | null;
+}
+
+/**
+ * Returns the measured results in the order they were made; stops early (keeping them) when
+ * `signal` aborts. The order follows the matrix's `order` (contract/schedule.ts); each cell's
+ * warmups come right before its first measured run. Under `repetitions: auto` a cell leaves the
+ * rounds once its median is precise enough (stats/precision.ts) or it reached the maximum.
+ */
 export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]> {
   const journal = await openJournal(o.scratchDir, o.log, o.journalDir, o.budget?.allowedTargets);
-  const ctx = { scratchDir: o.scratchDir, journal, signal: o.signal, log: o.log, ...(o.budget ? { budget: o.budget } : {}) };
-  const perCell = o.matrix.warmup + o.matrix.repetitions;
-  const runsTotal = o.cells.length * perCell;
+  const ctx = {
+    scratchDir: o.scratchDir,
+    journal,
+    signal: o.signal,
+    log: o.log,
+    ...(o.budget ? { budget: o.budget } : {}),
+    ...(o.interference ? { interference: o.interference } : {}),
+  };
+  const { matrix } = o;
+  const adaptive = adaptiveRepetitions(matrix);
+  const repetitions = maxRepetitions(matrix);
+  const seed = matrix.order === 'shuffled' ? (matrix.seed ?? newSeed()) : undefined;
+  // Recorded with every run: how its place in the schedule was decided.
+  const scheduleInfo = {
+    order: matrix.order,
+    ...(seed === undefined ? {} : { seed }),
+    ...(adaptive ? { precisionMetric: adaptive.metric, precisionTarget: adaptive.target } : {}),
+  };
+  if (seed !== undefined && matrix.seed === undefined) o.log(`order: shuffled with seed ${seed} (give seed: ${seed} to make the same order again)`);
+  // An upper bound, lowered as cells stop early (precise enough, skipped, failed).
+  let runsTotal = o.cells.length * (matrix.warmup + repetitions);
   const start = performance.now();
   const results: RunResult[] = [];
+  const states: CellState[] = o.cells.map(() => ({ warmed: false, made: 0, done: false, repetitions: 0, values: [], verdict: null }));
   let runsDone = 0;
+  let position = 0;
 
   const progress = (cellIndex: number, phase: Progress['phase'], repetition: number) => {
     const elapsedMs = performance.now() - start;
@@ -66,33 +122,84 @@ export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]>
     o.onProgress?.({ cellIndex, cells: o.cells.length, runsDone, runsTotal, phase, repetition, elapsedMs, etaMs });
   };
   const emit = async (run: RunResult) => {
-    results.push(run);
-    await o.onResult(run);
+    const recorded: RunResult = run.state === 'ok' ? { ...run, info: { ...run.info, ...scheduleInfo, position: position++ } } : run;
+    results.push(recorded);
+    await o.onResult(recorded);
   };
-
   // A function, not a property read: the signal changes while the loop awaits.
   const cancelled = () => o.signal.aborted;
-  for (const [cellIndex, cell] of o.cells.entries()) {
-    let skipRest = false;
-    for (let i = 0; i < perCell && !skipRest; i++) {
-      if (cancelled()) return results;
-      const warm = i < o.matrix.warmup;
-      const repetition = warm ? i : i - o.matrix.warmup;
-      progress(cellIndex, warm ? 'warmup' : 'measure', repetition);
-      const run = await runCell({ matrix: o.matrix.name, cell, repetition: warm ? 0 : repetition, fingerprint: o.fingerprint }, ctx);
+  const stop = (st: CellState, verdict: CellOutcome['verdict']) => {
+    st.done = true;
+    st.verdict = verdict;
+    runsTotal -= matrix.warmup + repetitions - st.made;
+  };
+
+  /** One measured run of a cell (after its warmups, the first time); false when cancelled. */
+  const step = async (cellIndex: number, cell: Cell, st: CellState): Promise<boolean> => {
+    for (let w = 0; !st.warmed && w < matrix.warmup; w++) {
+      if (cancelled()) return false;
+      progress(cellIndex, 'warmup', w);
+      const warm = await runCell({ matrix: matrix.name, cell, repetition: 0, fingerprint: o.fingerprint }, ctx);
       runsDone++;
-      if (cancelled()) return results; // a cancelled run is not a measurement
+      st.made++;
+      if (cancelled()) return false; // a cancelled run is not a measurement
       // A skip or failure repeats identically (a refused combination, a missing privilege):
       // report it once for the cell instead of once per repetition.
-      if (run.state !== 'ok') {
-        await emit(run);
-        skipRest = true;
-      } else if (!warm) {
-        await emit(run);
+      if (warm.state !== 'ok') {
+        await emit(warm);
+        st.warmed = true;
+        stop(st, 'stopped');
+        return true;
       }
     }
-    runsDone = (cellIndex + 1) * perCell;
+    if (!st.warmed) st.made = matrix.warmup;
+    st.warmed = true;
+    if (cancelled()) return false;
+    progress(cellIndex, 'measure', st.repetitions);
+    const run = await runCell({ matrix: matrix.name, cell, repetition: st.repetitions, fingerprint: o.fingerprint }, ctx);
+    runsDone++;
+    st.made++;
+    if (cancelled()) return false;
+    await emit(run);
+    st.repetitions++;
+    if (run.state !== 'ok') {
+      stop(st, 'stopped');
+      return true;
+    }
+    if (adaptive) {
+      const v = run.metrics[adaptive.metric];
+      if (typeof v === 'number' && Number.isFinite(v)) st.values.push(v);
+      const verdict = precisionVerdict(st.values, adaptive);
+      // A metric the runs do not report (null) cannot become precise: such a cell runs to the maximum.
+      if (verdict !== 'more' || st.repetitions >= repetitions) stop(st, verdict === 'more' ? 'max' : verdict);
+    } else if (st.repetitions >= repetitions) {
+      stop(st, 'done');
+    }
+    return true;
+  };
+
+  if (matrix.order === 'sequential') {
+    for (const [cellIndex, cell] of o.cells.entries()) {
+      const st = states[cellIndex];
+      while (st && !st.done) if (!(await step(cellIndex, cell, st))) return results;
+    }
+  } else {
+    const each = rounds(o.cells.length, matrix.order, seed);
+    for (let round = 0; round < repetitions && states.some((st) => !st.done); round++) {
+      for (const cellIndex of each.next().value) {
+        const cell = o.cells[cellIndex];
+        const st = states[cellIndex];
+        if (!cell || !st || st.done) continue;
+        if (!(await step(cellIndex, cell, st))) return results;
+      }
+    }
   }
-  progress(o.cells.length - 1, 'measure', o.matrix.repetitions);
+  progress(o.cells.length - 1, 'measure', repetitions);
+  o.onCellsDone?.(
+    o.cells.map((cell, i) => {
+      const st = states[i];
+      return { cell, runs: st?.values.length ?? 0, verdict: st?.verdict ?? 'done', halfWidth: st ? relativeHalfWidth(st.values) : null };
+    }),
+  );
   return results;
 }

@@ -14,8 +14,10 @@ export const noopWorkload: WorkloadRunner = {
         throw new FsbenchError('CANCELLED', 'the run was cancelled');
       }
     }
+    const jitter = Number(cell.params['jitter'] ?? 0) / 100;
+    const value = Number(cell.params['value'] ?? 0) * (1 + jitter * (2 * Math.random() - 1));
     return {
-      metrics: { value: Number(cell.params['value'] ?? 0), elapsedMs: performance.now() - start },
+      metrics: { value, elapsedMs: performance.now() - start },
       limits: null,
       targetFs: null,
     };

@@ -9,6 +9,13 @@ import type { ParamSpecs } from '../params.js';
 export const noopParams = {
   sleep: { kind: 'duration', min: 0, max: 60_000, default: 0, doc: 'How long each run waits before it reports.' },
   value: { kind: 'integer', min: 0, max: 1_000_000_000, default: 1, doc: 'The number the run reports as its `value` metric.' },
+  jitter: {
+    kind: 'integer',
+    min: 0,
+    max: 100,
+    default: 0,
+    doc: 'Moves each run\'s `value` up or down by up to this percent of it, at random: a noisy cell with a known spread (tests of `repetitions: auto`).',
+  },
 } as const satisfies ParamSpecs;
 
 export const NoopMetrics = z.object({ value: z.number(), elapsedMs: z.number().nonnegative() }).strict();
