@@ -31,6 +31,22 @@ export interface AdaptiveRepetitions {
   readonly metric: string;
 }
 
+/**
+ * What every measured run records of how its place was decided (its `info`): the order, the
+ * seed of a shuffled one, and under `repetitions: auto` the precision its cell was run to.
+ */
+export function scheduleInfo(
+  order: RunOrder,
+  seed: number | undefined,
+  adaptive: AdaptiveRepetitions | null,
+): Record<string, string | number> {
+  return {
+    order,
+    ...(seed === undefined ? {} : { seed }),
+    ...(adaptive ? { precisionMetric: adaptive.metric, precisionTarget: adaptive.target } : {}),
+  };
+}
+
 /** A seed for a shuffled matrix that gave none. */
 export function newSeed(): number {
   return Math.floor(Math.random() * 0x1_0000_0000);

@@ -23,7 +23,9 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { ErrorCode } from '../contract/errors.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
+import { adaptiveRepetitions } from '../contract/matrix.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
+import { scheduleInfo } from '../contract/schedule.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET, QueuedRunJob, RunReport, type RunJob } from '../queue/jobs.js';
 import { fingerprintsKey } from '../queue/keys.js';
@@ -222,9 +224,14 @@ export class Collector {
     this.reportDrops(drops, 'report');
     await this.resolveFingerprints(new Set(reports.map((r) => r.fingerprint)));
     const runs: StoredRun[] = [];
+    const infoOf = this.scheduleInfoCheck();
     for (const r of reports) {
       const run = this.fromReport(r);
-      if (run) runs.push(run);
+      if (run?.kind === 'result' && run.result.state === 'ok') {
+        runs.push({ ...run, result: { ...run.result, info: { ...run.result.info, ...infoOf(run.matrixId) } } });
+      } else if (run) {
+        runs.push(run);
+      }
     }
     const changed = this.deps.store.storeRuns(runs, readTo);
     for (const [key, id] of readTo) this.cursors.set(key, id);
@@ -338,6 +345,20 @@ export class Collector {
       if (this.fingerprints.size >= 1000) this.fingerprints.clear();
       this.fingerprints.set(hash, fingerprint.data);
     });
+  }
+
+  /** The schedule a matrix's runs record (contract/schedule.ts), looked up once per matrix and batch. */
+  private scheduleInfoCheck(): (matrixId: string) => Record<string, string | number> {
+    const infos = new Map<string, Record<string, string | number>>();
+    return (matrixId) => {
+      let info = infos.get(matrixId);
+      if (info === undefined) {
+        const spec = this.deps.store.getMatrix(matrixId)?.spec;
+        info = spec ? scheduleInfo(spec.order, spec.seed, adaptiveRepetitions(spec)) : {};
+        infos.set(matrixId, info);
+      }
+      return info;
+    };
   }
 
   private fromReport(r: Report): StoredRun | null {

@@ -8,7 +8,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { InterferenceThresholds } from '../contract/interference.js';
 import { adaptiveRepetitions, maxRepetitions, type Cell, type Matrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
-import { newSeed, rounds } from '../contract/schedule.js';
+import { newSeed, rounds, scheduleInfo } from '../contract/schedule.js';
 import { Journal } from '../host/journal.js';
 import { precisionVerdict, relativeHalfWidth, type PrecisionVerdict } from '../stats/precision.js';
 import type { HostBudget } from './host-budget.js';
@@ -102,11 +102,7 @@ export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]>
   const repetitions = maxRepetitions(matrix);
   const seed = matrix.order === 'shuffled' ? (matrix.seed ?? newSeed()) : undefined;
   // Recorded with every run: how its place in the schedule was decided.
-  const scheduleInfo = {
-    order: matrix.order,
-    ...(seed === undefined ? {} : { seed }),
-    ...(adaptive ? { precisionMetric: adaptive.metric, precisionTarget: adaptive.target } : {}),
-  };
+  const recorded = scheduleInfo(matrix.order, seed, adaptive);
   if (seed !== undefined && matrix.seed === undefined) o.log(`order: shuffled with seed ${seed} (give seed: ${seed} to make the same order again)`);
   // An upper bound, lowered as cells stop early (precise enough, skipped, failed).
   let runsTotal = o.cells.length * (matrix.warmup + repetitions);
@@ -122,9 +118,9 @@ export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]>
     o.onProgress?.({ cellIndex, cells: o.cells.length, runsDone, runsTotal, phase, repetition, elapsedMs, etaMs });
   };
   const emit = async (run: RunResult) => {
-    const recorded: RunResult = run.state === 'ok' ? { ...run, info: { ...run.info, ...scheduleInfo, position: position++ } } : run;
-    results.push(recorded);
-    await o.onResult(recorded);
+    const withInfo: RunResult = run.state === 'ok' ? { ...run, info: { ...run.info, ...recorded, position: position++ } } : run;
+    results.push(withInfo);
+    await o.onResult(withInfo);
   };
   // A function, not a property read: the signal changes while the loop awaits.
   const cancelled = () => o.signal.aborted;

@@ -131,7 +131,9 @@ const Detail = z
   })
   .loose();
 const Runs = z.object({
-  runs: z.array(z.object({ params: z.record(z.string(), z.unknown()), repetition: z.number(), startedAt: z.string(), state: z.string() }).loose()),
+  runs: z.array(
+    z.object({ params: z.record(z.string(), z.unknown()), repetition: z.number(), startedAt: z.string(), state: z.string(), info: z.record(z.string(), z.unknown()).optional() }).loose(),
+  ),
 });
 
 describe('through a coordinator', () => {
@@ -154,6 +156,8 @@ describe('through a coordinator', () => {
     expect(runs.filter((r) => r.params['jitter'] === 0)).toHaveLength(6);
     expect(runs.filter((r) => r.params['jitter'] === 50)).toHaveLength(12);
     expect(runs.every((r) => r.state === 'ok')).toBe(true);
+    // The coordinator records the schedule with each run, as fsbench run does.
+    for (const r of runs) expect(r.info).toMatchObject({ order: 'interleaved', precisionMetric: 'value', precisionTarget: 0.02 });
     // The expected runs came down to what was made once the quiet cell stopped.
     expect(detail.runs).toBe(18);
     expect(detail.precision).toMatchObject({ metric: 'value', target: 0.02, reached: 1, atMaximum: 1, measuring: 0, stopped: 0 });
