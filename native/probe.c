@@ -8,12 +8,23 @@
  *                 --buffer-bytes N --watch files|dir --mode concurrent|drain
  *                 --reader full|bare|none [--pin 0|1] [--reader-nice N]
  *                 [--drain-timeout-ms MS] [--sample-every K]
+ *                 [--backend inotify|fanotify] [--mark inode|dir|mount|filesystem]
+ *                 [--report dfid-name|fid] [--unlimited-queue 0|1]
  *       W writer threads pwrite() B bytes at offset 0 of F files in DIR for MS milliseconds while
  *       (or, with --mode drain, after which) one reader thread drains an inotify instance with a
  *       read() buffer of N bytes. Prints one JSON line with counts, times, rusage and a
  *       write-to-event latency histogram (see print_result for the fields).
  *       --reader none creates the files, prints {"ready":true}, and starts writing after a line
  *       arrives on stdin, so that another program (fs.watch, @parcel/watcher) can do the watching.
+ *       --backend fanotify reads a fanotify group instead (FAN_CLASS_NOTIF, FAN_MODIFY, events
+ *       identified by file handle: --report fid is FAN_REPORT_FID, dfid-name FAN_REPORT_DFID_NAME)
+ *       marked per --mark: each file and marker (inode), DIR with FAN_EVENT_ON_CHILD (dir), the
+ *       mount of DIR (mount) or its filesystem (filesystem); --watch is then ignored, and
+ *       --unlimited-queue 1 asks for FAN_UNLIMITED_QUEUE. Events are attributed to the workload's
+ *       files by comparing file handles (name_to_handle_at at setup) or, with dfid-name, the
+ *       directory's handle and the name; FAN_MODIFY records of any other file are foreignEvents.
+ *       A kernel or filesystem that refuses the group or a mark is error code UNSUPPORTED, with
+ *       the call and errno in the message.
  *
  * Times (CLOCK_MONOTONIC, ns): t0 is taken just before the writers are released; writeNs ends when
  * the last writer finished its last write; drainNs starts there in concurrent mode and when the
@@ -25,6 +36,11 @@
  * files; overflows the IN_Q_OVERFLOW records. Latency percentiles are the upper end of their
  * histogram bucket, never above the exact maximum. readerNice/readerCpu are null when nothing was
  * applied (no --reader-nice, no --pin, or --reader none).
+ * fanotify only: foreignEvents counts FAN_MODIFY records of files that are neither workload files
+ * nor markers (a mount or filesystem mark sees the whole filesystem); maxQueueDepth is the largest
+ * queue length seen by FIONREAD, sampled before a read at most every QUEUE_SAMPLE_NS (and so
+ * before the drain's first read), null without samples (inotify: its FIONREAD walks the queue too
+ * and the raw inotify path is left exactly as it was); queueSamples how many were taken.
  *
  * stdout carries JSON only: the optional ready line, then exactly one result or error line.
  * Errors are {"error":{"code":...,"message":...}}; exit status 2 for usage errors, 3 for runtime
@@ -49,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
@@ -56,12 +73,38 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
+#if __has_include(<sys/fanotify.h>)
+#include <sys/fanotify.h>
+#else
+/* glibc has exported both since 2.13; some distributions ship the header in a separate package.
+ * The libc wrappers rather than syscall(2): fanotify_mark's 64-bit mask is split differently on
+ * 32-bit ABIs. */
+#include <linux/fanotify.h>
+extern int fanotify_init(unsigned int flags, unsigned int event_f_flags);
+extern int fanotify_mark(int fanotify_fd, unsigned int flags, uint64_t mask, int dirfd, const char *pathname);
+#endif
+
+/* name_to_handle_at flag (Linux 6.5) for a handle that only identifies, as fanotify reports it;
+ * it also works on filesystems that cannot decode handles. Older kernels say EINVAL. */
+#ifndef AT_HANDLE_FID
+#define AT_HANDLE_FID 0x200
+#endif
 
 #define EXIT_USAGE 2
 #define EXIT_RUNTIME 3
 
 /* sizeof(struct inotify_event) + NAME_MAX + 1: the kernel refuses smaller read() buffers (EINVAL). */
 #define MIN_BUFFER_BYTES ((long long)sizeof(struct inotify_event) + NAME_MAX + 1)
+/* The largest FAN_REPORT_DFID_NAME record: metadata, then one info record (header and fsid, a
+ * struct file_handle with up to MAX_HANDLE_SZ bytes, a name of up to NAME_MAX bytes and its NUL),
+ * padded to 4 bytes. A read() buffer smaller than the next record fails with EINVAL. */
+#define MIN_FAN_DFID_BUFFER_BYTES                                                                                        \
+  ((long long)FAN_EVENT_METADATA_LEN +                                                                                  \
+   (((long long)sizeof(struct fanotify_event_info_fid) + (long long)sizeof(struct file_handle) + MAX_HANDLE_SZ +        \
+     NAME_MAX + 1 + 3) / 4 * 4))
+/* FIONREAD on a fanotify group walks its whole queue under the lock the writers take to queue,
+ * so it is sampled, at most this often. */
+#define QUEUE_SAMPLE_NS 10000000u
 #define MAX_BUFFER_BYTES (64LL * 1024 * 1024)
 #define MAX_FILES 65536
 #define MAX_WRITERS 1024
@@ -229,6 +272,9 @@ static uint64_t hist_percentile(const struct histogram *h, unsigned p) {
 enum watch_kind { WATCH_FILES, WATCH_DIR };
 enum run_mode { MODE_CONCURRENT, MODE_DRAIN };
 enum reader_kind { READER_FULL, READER_BARE, READER_NONE };
+enum backend_kind { BACKEND_INOTIFY, BACKEND_FANOTIFY };
+enum mark_kind { MARK_INODE, MARK_DIR, MARK_MOUNT, MARK_FILESYSTEM };
+enum report_kind { REPORT_DFID_NAME, REPORT_FID };
 
 struct options {
   const char *dir;
@@ -236,6 +282,10 @@ struct options {
   enum watch_kind watch;
   enum run_mode mode;
   enum reader_kind reader;
+  enum backend_kind backend;
+  enum mark_kind mark;
+  enum report_kind report;
+  bool unlimited_queue;
   bool pin;
   bool nice_set;
   int nice;
@@ -259,6 +309,7 @@ struct writer {
 
 struct reader_result {
   uint64_t records, events, marker_events, overflows, reads, bytes_read, max_records_per_read;
+  uint64_t foreign_events, queue_samples, queue_max; /* fanotify */
   uint64_t first_event, last_event; /* absolute CLOCK_MONOTONIC ns, 0 = none */
   uint64_t drain_start, end;
   int drain_timed_out;
@@ -273,7 +324,7 @@ static struct {
   struct options o;
   int *fds;         /* F workload files */
   int *mark_fds;    /* W marker files, or NULL */
-  int ifd;          /* inotify instance, -1 without a reader */
+  int ifd;          /* inotify instance or fanotify group, -1 without a reader */
   int32_t *wd_map;  /* indexed by wd (watch files) */
   size_t wd_map_len;
   char *rbuf;       /* read buffer, buffer_bytes */
@@ -407,13 +458,14 @@ done:
 
 struct rcount {
   uint64_t records, events, marker_events, overflows;
+  uint64_t foreign;   /* fanotify: FAN_MODIFY records of other files */
+  bool malformed;     /* fanotify: a record that does not parse; the read fails */
 };
 
-/* "file.NNNNN" -> index, "mark.NNNN" -> MARK_BASE - index, anything else WD_UNKNOWN. */
-static inline int32_t classify_name(const struct inotify_event *ev) {
-  const char *n = ev->name;
-  if (ev->len < 10) return WD_UNKNOWN;
-  if (memcmp(n, "file.", 5) == 0) {
+/* "file.NNNNN" -> index, "mark.NNNN" -> MARK_BASE - index, anything else WD_UNKNOWN. `n` holds
+ * `avail` bytes: the name, its NUL and padding. */
+static inline int32_t classify_chars(const char *n, size_t avail) {
+  if (avail >= 11 && memcmp(n, "file.", 5) == 0) {
     unsigned v = 0;
     for (int i = 5; i < 10; i++) {
       unsigned d = (unsigned)(n[i] - '0');
@@ -422,7 +474,7 @@ static inline int32_t classify_name(const struct inotify_event *ev) {
     }
     return n[10] == '\0' && v < (unsigned)g.o.files ? (int32_t)v : WD_UNKNOWN;
   }
-  if (memcmp(n, "mark.", 5) == 0 && g.mark_fds) {
+  if (avail >= 10 && memcmp(n, "mark.", 5) == 0 && g.mark_fds) {
     unsigned v = 0;
     for (int i = 5; i < 9; i++) {
       unsigned d = (unsigned)(n[i] - '0');
@@ -433,6 +485,9 @@ static inline int32_t classify_name(const struct inotify_event *ev) {
   }
   return WD_UNKNOWN;
 }
+
+/* inotify pads names with NULs to a multiple of 16 bytes, so len is 0 or at least 16. */
+static inline int32_t classify_name(const struct inotify_event *ev) { return classify_chars(ev->name, ev->len); }
 
 /* The measuring walk: classify every record; returns the number of records. */
 static inline __attribute__((always_inline)) uint64_t walk_full(const char *p, const char *end, struct rcount *c,
@@ -486,19 +541,178 @@ static inline __attribute__((always_inline)) uint64_t walk_bare(const char *p, c
   return records;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* fanotify: which file an event belongs to                                                     */
+
+/* fanotify identifies objects by file handle, and a mount or filesystem mark reports every file
+ * of the filesystem. With FAN_REPORT_FID, the handle of each workload file and marker (from
+ * name_to_handle_at at setup) is looked up in an open-addressing table; with FAN_REPORT_DFID_NAME
+ * the directory's handle is compared and the name classified as with an inotify directory watch.
+ * All marks lie on one filesystem (inode and dir marks on the run's own objects, mount and
+ * filesystem marks on DIR's), so the handle alone names a file: the fsid is not compared. */
+struct fid_slot {
+  uint32_t off; /* into fan.pool */
+  uint32_t len;
+  int32_t type;
+  int32_t who; /* WD_UNKNOWN: empty */
+};
+
+static struct {
+  unsigned char *pool; /* (files + markers) * MAX_HANDLE_SZ: bounded by the option limits */
+  size_t pool_len, pool_cap;
+  struct fid_slot *slots;
+  size_t mask;
+  unsigned char dir_handle[MAX_HANDLE_SZ];
+  uint32_t dir_len;
+  int32_t dir_type;
+  int handle_flags;
+} fan;
+
+static inline uint64_t fid_hash(int32_t type, const unsigned char *b, size_t len) {
+  uint64_t h = 1469598103934665603u ^ (uint32_t)type; /* FNV-1a */
+  h *= 1099511628211u;
+  for (size_t i = 0; i < len; i++) {
+    h ^= b[i];
+    h *= 1099511628211u;
+  }
+  return h;
+}
+
+static inline int32_t fid_lookup(int32_t type, const unsigned char *b, size_t len) {
+  for (size_t i = (size_t)fid_hash(type, b, len) & fan.mask;; i = (i + 1) & fan.mask) {
+    const struct fid_slot *e = &fan.slots[i];
+    if (e->who == WD_UNKNOWN) return WD_UNKNOWN;
+    if (e->len == len && e->type == type && memcmp(fan.pool + e->off, b, len) == 0) return e->who;
+  }
+}
+
+/* FAN_REPORT_FID: the FID record's handle. FAN_REPORT_DFID_NAME: the DFID_NAME record's directory
+ * handle must be DIR's, and its name says which file. Anything else, or a record that does not
+ * parse, is WD_UNKNOWN (foreign). `p` is the record, `m` its metadata (validated). */
+static inline __attribute__((always_inline)) int32_t fan_who(const char *p, const struct fanotify_event_metadata *m,
+                                                             bool named) {
+  const size_t fixed = sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle);
+  const uint8_t want = named ? FAN_EVENT_INFO_TYPE_DFID_NAME : FAN_EVENT_INFO_TYPE_FID;
+  const char *q = p + m->metadata_len, *end = p + m->event_len;
+  while ((size_t)(end - q) >= sizeof(struct fanotify_event_info_header)) {
+    struct fanotify_event_info_header h;
+    memcpy(&h, q, sizeof h);
+    if (h.len < sizeof h || h.len > (size_t)(end - q)) return WD_UNKNOWN;
+    if (h.info_type == want) {
+      if (h.len < fixed) return WD_UNKNOWN;
+      struct file_handle fh;
+      memcpy(&fh, q + sizeof(struct fanotify_event_info_fid), sizeof fh);
+      if (fh.handle_bytes > h.len - fixed) return WD_UNKNOWN;
+      const unsigned char *hb = (const unsigned char *)q + fixed;
+      if (!named) return fid_lookup(fh.handle_type, hb, fh.handle_bytes);
+      if (fh.handle_bytes != fan.dir_len || fh.handle_type != fan.dir_type || memcmp(hb, fan.dir_handle, fh.handle_bytes) != 0)
+        return WD_UNKNOWN;
+      return classify_chars((const char *)hb + fh.handle_bytes, h.len - fixed - fh.handle_bytes);
+    }
+    q += h.len;
+  }
+  return WD_UNKNOWN;
+}
+
+/* Records are only 4-byte aligned (the kernel's FANOTIFY_EVENT_ALIGN) and the metadata holds a
+ * u64, so it is copied out rather than cast. False for a record that does not parse. */
+static inline bool fan_meta(const char *p, const char *end, struct fanotify_event_metadata *m) {
+  if ((size_t)(end - p) < FAN_EVENT_METADATA_LEN) return false;
+  memcpy(m, p, FAN_EVENT_METADATA_LEN);
+  return m->vers == FANOTIFY_METADATA_VERSION && m->event_len >= FAN_EVENT_METADATA_LEN &&
+         m->event_len <= (size_t)(end - p) && m->metadata_len >= FAN_EVENT_METADATA_LEN && m->metadata_len <= m->event_len;
+}
+
+/* The measuring walk for fanotify: attribute every FAN_MODIFY record, count overflows. */
+static inline __attribute__((always_inline)) uint64_t walk_fan_full(const char *p, const char *end, struct rcount *c,
+                                                                     bool named, bool sampling) {
+  uint64_t records = 0;
+  while (p < end) {
+    struct fanotify_event_metadata m;
+    if (!fan_meta(p, end, &m)) {
+      c->malformed = true;
+      break;
+    }
+    records++;
+    /* A group reporting file handles sends FAN_NOFD; an fd would otherwise leak. */
+    if (__builtin_expect(m.fd >= 0, 0)) close(m.fd);
+    if (__builtin_expect(m.mask & FAN_Q_OVERFLOW, 0)) {
+      c->overflows++;
+      if (sampling)
+        for (unsigned w = 0; w < (unsigned)g.o.writers; w++) atomic_store_explicit(&g.slots[w].stamp, 0, memory_order_relaxed);
+    } else if (m.mask & FAN_MODIFY) {
+      int32_t who = fan_who(p, &m, named);
+      if (who >= 0) {
+        c->events++;
+      } else if (who <= MARK_BASE) {
+        c->marker_events++;
+        if (sampling) {
+          uint64_t t = atomic_exchange_explicit(&g.slots[MARK_BASE - who].stamp, 0, memory_order_acq_rel);
+          if (t != 0) {
+            uint64_t now = now_ns();
+            hist_add(&g.hist, now > t ? now - t : 0);
+          }
+        }
+      } else {
+        c->foreign++;
+      }
+    }
+    p += m.event_len;
+  }
+  c->records += records;
+  return records;
+}
+
+/* The overhead baseline for fanotify: step over the records, count them and the overflows. */
+static inline __attribute__((always_inline)) uint64_t walk_fan_bare(const char *p, const char *end, struct rcount *c) {
+  uint64_t records = 0, overflows = 0;
+  while (p < end) {
+    struct fanotify_event_metadata m;
+    if (!fan_meta(p, end, &m)) {
+      c->malformed = true;
+      break;
+    }
+    records++;
+    if (__builtin_expect(m.fd >= 0, 0)) close(m.fd);
+    overflows += (m.mask & FAN_Q_OVERFLOW) != 0;
+    p += m.event_len;
+  }
+  c->records += records;
+  c->overflows += overflows;
+  c->events += records - overflows;
+  return records;
+}
+
 struct rstate {
   struct rcount c;
   uint64_t reads, bytes, max_recs, first, last;
+  uint64_t queue_due, queue_samples, queue_max; /* fanotify FIONREAD samples (bytes) */
 };
 
-/* One read(); returns 1 with data, 0 when the caller should re-check (EINTR), -1 at EAGAIN, -2 on error. */
-static inline __attribute__((always_inline)) int read_once(struct rstate *s, enum reader_kind kind, bool dir_watch,
+/* One read(); returns 1 with data, 0 when the caller should re-check (EINTR), -1 at EAGAIN, -2 on error.
+ * `fan`: a fanotify group; `named`: an inotify directory watch, or fanotify's FAN_REPORT_DFID_NAME. */
+static inline __attribute__((always_inline)) int read_once(struct rstate *s, enum reader_kind kind, bool fan, bool named,
                                                            bool sampling, uint64_t *when) {
+  /* Queue depth before the read, paced by the last read's clock (no extra clock_gettime). */
+  if (fan && kind == READER_FULL && s->last >= s->queue_due) {
+    int queued = 0;
+    if (ioctl(g.ifd, FIONREAD, &queued) != 0) {
+      fail("PROBE_FAILED", "ioctl(FIONREAD) on the fanotify descriptor failed: %s", strerror(errno));
+      return -2;
+    }
+    s->queue_samples++;
+    if (queued > 0 && (uint64_t)queued > s->queue_max) s->queue_max = (uint64_t)queued;
+    s->queue_due = s->last + QUEUE_SAMPLE_NS;
+  }
   ssize_t n = read(g.ifd, g.rbuf, (size_t)g.o.buffer_bytes);
   if (n <= 0) {
     if (n < 0 && errno == EINTR) return 0;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
-    fail("PROBE_FAILED", "read from the inotify descriptor %s", n == 0 ? "returned 0 bytes" : strerror(errno));
+    if (fan && n < 0 && errno == EINVAL)
+      fail("PROBE_FAILED", "read() of %lld bytes from the fanotify descriptor failed: %s; the next queued event is larger "
+           "than the read buffer: use a larger bufferBytes", g.o.buffer_bytes, strerror(errno));
+    else
+      fail("PROBE_FAILED", "read from the %s descriptor %s", fan ? "fanotify" : "inotify", n == 0 ? "returned 0 bytes" : strerror(errno));
     return -2;
   }
   uint64_t t = now_ns();
@@ -507,21 +721,32 @@ static inline __attribute__((always_inline)) int read_once(struct rstate *s, enu
   s->last = t;
   s->reads++;
   s->bytes += (uint64_t)n;
-  uint64_t recs = kind == READER_FULL ? walk_full(g.rbuf, g.rbuf + n, &s->c, dir_watch, sampling)
-                                      : walk_bare(g.rbuf, g.rbuf + n, &s->c);
+  uint64_t recs;
+  if (fan) {
+    recs = kind == READER_FULL ? walk_fan_full(g.rbuf, g.rbuf + n, &s->c, named, sampling)
+                               : walk_fan_bare(g.rbuf, g.rbuf + n, &s->c);
+    if (s->c.malformed) {
+      fail("PROBE_FAILED", "read() returned a fanotify record that does not parse (metadata version %d expected)",
+           FANOTIFY_METADATA_VERSION);
+      return -2;
+    }
+  } else {
+    recs = kind == READER_FULL ? walk_full(g.rbuf, g.rbuf + n, &s->c, named, sampling)
+                               : walk_bare(g.rbuf, g.rbuf + n, &s->c);
+  }
   if (recs > s->max_recs) s->max_recs = recs;
   return 1;
 }
 
-static void reader_loop(struct rstate *s, enum reader_kind kind, bool dir_watch, bool sampling) {
+static void reader_loop(struct rstate *s, enum reader_kind kind, bool fan, bool named, bool sampling) {
   uint64_t when = 0;
   if (g.o.mode == MODE_CONCURRENT) {
     for (;;) {
       if (atomic_load_explicit(&g.drain, memory_order_acquire)) break;
-      int r = read_once(s, kind, dir_watch, sampling, &when);
+      int r = read_once(s, kind, fan, named, sampling, &when);
       if (r == -2) return;
       if (r == -1) { /* cannot happen on a blocking fd */
-        fail("PROBE_FAILED", "read from the blocking inotify descriptor returned EAGAIN");
+        fail("PROBE_FAILED", "read from the blocking %s descriptor returned EAGAIN", fan ? "fanotify" : "inotify");
         return;
       }
     }
@@ -537,7 +762,7 @@ static void reader_loop(struct rstate *s, enum reader_kind kind, bool dir_watch,
    * write()), so read until the queue is empty. */
   int fl = fcntl(g.ifd, F_GETFL);
   if (fl < 0 || fcntl(g.ifd, F_SETFL, fl | O_NONBLOCK) < 0) {
-    fail("PROBE_FAILED", "cannot make the inotify descriptor non-blocking: %s", strerror(errno));
+    fail("PROBE_FAILED", "cannot make the %s descriptor non-blocking: %s", fan ? "fanotify" : "inotify", strerror(errno));
     return;
   }
   pthread_mutex_lock(&g.mu);
@@ -547,7 +772,7 @@ static void reader_loop(struct rstate *s, enum reader_kind kind, bool dir_watch,
 
   const uint64_t limit = (uint64_t)g.o.drain_timeout_ms * 1000000u;
   for (;;) {
-    int r = read_once(s, kind, dir_watch, sampling, &when);
+    int r = read_once(s, kind, fan, named, sampling, &when);
     if (r == -1 || r == -2) break;
     if (r == 1 && when - g.rr.drain_start >= limit && when > g.rr.drain_start) {
       g.rr.drain_timed_out = 1;
@@ -570,18 +795,28 @@ static void *reader_main(void *arg) {
   struct rstate s = {0};
   if (start_gate() && ok) {
     const bool dir_watch = g.o.watch == WATCH_DIR, sampling = g.mark_fds != NULL;
+    const bool dfid = g.o.report == REPORT_DFID_NAME;
     /* Separate instantiations so the per-record loop carries no run-time mode checks. */
-    if (g.o.reader == READER_BARE) reader_loop(&s, READER_BARE, dir_watch, false);
-    else if (dir_watch && sampling) reader_loop(&s, READER_FULL, true, true);
-    else if (dir_watch) reader_loop(&s, READER_FULL, true, false);
-    else if (sampling) reader_loop(&s, READER_FULL, false, true);
-    else reader_loop(&s, READER_FULL, false, false);
+    if (g.o.backend == BACKEND_FANOTIFY) {
+      if (g.o.reader == READER_BARE) reader_loop(&s, READER_BARE, true, dfid, false);
+      else if (dfid && sampling) reader_loop(&s, READER_FULL, true, true, true);
+      else if (dfid) reader_loop(&s, READER_FULL, true, true, false);
+      else if (sampling) reader_loop(&s, READER_FULL, true, false, true);
+      else reader_loop(&s, READER_FULL, true, false, false);
+    } else if (g.o.reader == READER_BARE) reader_loop(&s, READER_BARE, false, dir_watch, false);
+    else if (dir_watch && sampling) reader_loop(&s, READER_FULL, false, true, true);
+    else if (dir_watch) reader_loop(&s, READER_FULL, false, true, false);
+    else if (sampling) reader_loop(&s, READER_FULL, false, false, true);
+    else reader_loop(&s, READER_FULL, false, false, false);
   }
   g.rr.end = now_ns();
   g.rr.records = s.c.records;
   g.rr.events = s.c.events;
   g.rr.marker_events = s.c.marker_events;
   g.rr.overflows = s.c.overflows;
+  g.rr.foreign_events = s.c.foreign;
+  g.rr.queue_samples = s.queue_samples;
+  g.rr.queue_max = s.queue_max;
   g.rr.reads = s.reads;
   g.rr.bytes_read = s.bytes;
   g.rr.max_records_per_read = s.max_recs;
@@ -624,12 +859,16 @@ static int parse_enum(const char *name, const char *v, const char *const *values
 static void parse_inotify_options(int argc, char **argv, struct options *o) {
   static const char *const names[] = {"--dir", "--files", "--writers", "--duration-ms", "--write-bytes",
                                       "--buffer-bytes", "--watch", "--mode", "--reader", "--pin",
-                                      "--reader-nice", "--drain-timeout-ms", "--sample-every", NULL};
-  enum { N_REQUIRED = 9, N_OPTIONS = 13 };
+                                      "--reader-nice", "--drain-timeout-ms", "--sample-every", "--backend", "--mark",
+                                      "--report", "--unlimited-queue", NULL};
+  enum { N_REQUIRED = 9, N_OPTIONS = 17, OPT_MARK = 14, OPT_REPORT = 15, OPT_UNLIMITED = 16 };
   bool seen[N_OPTIONS] = {false};
   static const char *const watch_v[] = {"files", "dir", NULL};
   static const char *const mode_v[] = {"concurrent", "drain", NULL};
   static const char *const reader_v[] = {"full", "bare", "none", NULL};
+  static const char *const backend_v[] = {"inotify", "fanotify", NULL};
+  static const char *const mark_v[] = {"inode", "dir", "mount", "filesystem", NULL};
+  static const char *const report_v[] = {"dfid-name", "fid", NULL};
 
   *o = (struct options){.drain_timeout_ms = 10000, .sample_every = 256};
   for (int i = 0; i < argc; i += 2) {
@@ -637,7 +876,8 @@ static void parse_inotify_options(int argc, char **argv, struct options *o) {
     for (int j = 0; names[j]; j++)
       if (strcmp(argv[i], names[j]) == 0) k = j;
     if (k < 0) usage("unknown option '%s'; options are --dir --files --writers --duration-ms --write-bytes "
-                     "--buffer-bytes --watch --mode --reader --pin --reader-nice --drain-timeout-ms --sample-every", argv[i]);
+                     "--buffer-bytes --watch --mode --reader --pin --reader-nice --drain-timeout-ms --sample-every "
+                     "--backend --mark --report --unlimited-queue", argv[i]);
     if (i + 1 >= argc) usage("%s needs a value", argv[i]);
     if (seen[k]) usage("%s is given twice", argv[i]);
     seen[k] = true;
@@ -673,12 +913,24 @@ static void parse_inotify_options(int argc, char **argv, struct options *o) {
         break;
       case 11: o->drain_timeout_ms = parse_int("--drain-timeout-ms", v, 1, MAX_MS); break;
       case 12: o->sample_every = parse_int("--sample-every", v, 0, INT32_MAX); break;
+      case 13: o->backend = (enum backend_kind)parse_enum("--backend", v, backend_v, "inotify or fanotify"); break;
+      case OPT_MARK: o->mark = (enum mark_kind)parse_enum("--mark", v, mark_v, "inode, dir, mount or filesystem"); break;
+      case OPT_REPORT: o->report = (enum report_kind)parse_enum("--report", v, report_v, "dfid-name or fid"); break;
+      case OPT_UNLIMITED: o->unlimited_queue = parse_int("--unlimited-queue", v, 0, 1) == 1; break;
     }
   }
   for (int j = 0; j < N_REQUIRED; j++)
     if (!seen[j]) usage("%s is required", names[j]);
   if (o->reader == READER_NONE && o->mode == MODE_DRAIN)
     usage("--mode drain measures the raw read path and needs --reader full or bare, not none");
+  if (o->backend != BACKEND_FANOTIFY && (seen[OPT_MARK] || seen[OPT_REPORT] || seen[OPT_UNLIMITED]))
+    usage("--mark, --report and --unlimited-queue configure the fanotify group: they need --backend fanotify");
+  if (o->backend == BACKEND_FANOTIFY && o->reader == READER_NONE)
+    usage("--backend fanotify is read by the probe's own reader: use --reader full or bare, not none");
+  if (o->backend == BACKEND_FANOTIFY && o->report == REPORT_DFID_NAME && o->buffer_bytes < MIN_FAN_DFID_BUFFER_BYTES)
+    usage("--buffer-bytes %lld is smaller than %lld, the largest FAN_REPORT_DFID_NAME record (metadata, a %d-byte file "
+          "handle and a NAME_MAX name): read() would fail with EINVAL on such a record; use at least %lld",
+          o->buffer_bytes, MIN_FAN_DFID_BUFFER_BYTES, MAX_HANDLE_SZ, MIN_FAN_DFID_BUFFER_BYTES);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -797,6 +1049,169 @@ static void setup_inotify(rlim_t nofile, long long open_fds) {
   free(path);
 }
 
+/* fanotify setup ----------------------------------------------------------------------------- */
+
+static const char *errno_name(int e) {
+  switch (e) {
+    case EINVAL: return "EINVAL";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    case EXDEV: return "EXDEV";
+    case ENODEV: return "ENODEV";
+    case ENOSYS: return "ENOSYS";
+    case ENOTDIR: return "ENOTDIR";
+    case EPERM: return "EPERM";
+    case ENOSPC: return "ENOSPC";
+    case EMFILE: return "EMFILE";
+    default: return "errno";
+  }
+}
+
+/* Why the kernel may have said no, for the message of an UNSUPPORTED refusal. */
+static const char *refusal_hint(int e) {
+  switch (e) {
+    case EOPNOTSUPP:
+      return "the filesystem cannot encode file handles, or (for mount and filesystem marks) cannot decode them";
+    case ENODEV: return "the filesystem has no fsid to report events with";
+    case EXDEV: return "the directory lies in a subvolume whose fsid differs from its filesystem's";
+    case ENOSYS: return "this kernel is built without fanotify (CONFIG_FANOTIFY)";
+    default: return "this kernel does not accept this combination of fanotify flags";
+  }
+}
+
+static bool refusal(int e) { return e == EINVAL || e == EOPNOTSUPP || e == EXDEV || e == ENODEV || e == ENOSYS || e == ENOTDIR; }
+
+__attribute__((noreturn)) static void refused(const char *call, int e) {
+  die(EXIT_RUNTIME, "UNSUPPORTED", "the kernel refused %s: %s (%s): %s", call, strerror(e), errno_name(e), refusal_hint(e));
+}
+
+static const char *const MARK_FLAG_NAMES[] = {"FAN_MARK_INODE", "FAN_MARK_INODE|FAN_MARK_ONLYDIR", "FAN_MARK_MOUNT",
+                                               "FAN_MARK_FILESYSTEM"};
+
+static void fan_mark(unsigned flags, uint64_t mask, const char *path, long long nmarks) {
+  if (fanotify_mark(g.ifd, FAN_MARK_ADD | flags, mask, AT_FDCWD, path) == 0) return;
+  int e = errno;
+  char call[PATH_MAX + 160];
+  snprintf(call, sizeof call, "fanotify_mark(FAN_MARK_ADD|%s, FAN_MODIFY%s) on %s", MARK_FLAG_NAMES[g.o.mark],
+           mask & FAN_EVENT_ON_CHILD ? "|FAN_EVENT_ON_CHILD" : "", path);
+  if (e == EPERM || e == EACCES)
+    die(EXIT_RUNTIME, "PRIVILEGE_MISSING", "%s: %s; mount and filesystem marks need CAP_SYS_ADMIN (run as root), inode "
+        "and dir marks read access to the file", call, strerror(e));
+  if (e == ENOSPC)
+    die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; fs.fanotify.max_user_marks (%ld) is too small for this run's %lld marks on "
+        "top of those the user already holds: raise it, use fewer files, or use mark: dir", call, strerror(e),
+        read_proc_long("/proc/sys/fs/fanotify/max_user_marks"), nmarks);
+  if (refusal(e)) refused(call, e);
+  die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
+}
+
+/* The handle fanotify reports for `path`, into fh (room for MAX_HANDLE_SZ bytes). */
+static void handle_of(const char *path, struct file_handle *fh) {
+  for (;;) {
+    int mount_id;
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(AT_FDCWD, path, fh, &mount_id, fan.handle_flags) == 0) return;
+    int e = errno;
+    /* Before Linux 6.5 there is no AT_HANDLE_FID; fanotify's handles are then the plain ones. */
+    if (e == EINVAL && (fan.handle_flags & AT_HANDLE_FID)) {
+      fan.handle_flags &= ~AT_HANDLE_FID;
+      continue;
+    }
+    char call[PATH_MAX + 64];
+    snprintf(call, sizeof call, "name_to_handle_at(%s)", path);
+    if (e == EOPNOTSUPP) refused(call, e);
+    die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
+  }
+}
+
+static void fid_insert(const struct file_handle *fh, int32_t who) {
+  if (fan.pool_len + fh->handle_bytes > fan.pool_cap)
+    die(EXIT_RUNTIME, "PROBE_FAILED", "the file handle table is full (a handle above MAX_HANDLE_SZ?)");
+  size_t i = (size_t)fid_hash(fh->handle_type, fh->f_handle, fh->handle_bytes) & fan.mask;
+  for (;; i = (i + 1) & fan.mask) {
+    struct fid_slot *e = &fan.slots[i];
+    if (e->who == WD_UNKNOWN) break;
+    if (e->len == fh->handle_bytes && e->type == fh->handle_type && memcmp(fan.pool + e->off, fh->f_handle, e->len) == 0)
+      die(EXIT_RUNTIME, "PROBE_FAILED", "two workload files have the same file handle; events cannot be told apart");
+  }
+  memcpy(fan.pool + fan.pool_len, fh->f_handle, fh->handle_bytes);
+  fan.slots[i] = (struct fid_slot){.off = (uint32_t)fan.pool_len, .len = fh->handle_bytes, .type = fh->handle_type, .who = who};
+  fan.pool_len += fh->handle_bytes;
+}
+
+/* The fanotify group, its marks, and what identifies the workload's files in its events. The
+ * queue limit (fs.fanotify.max_queued_events) is read by fanotify_init, so the caller sets it
+ * before the probe starts. */
+static void setup_fanotify(rlim_t nofile, long long open_fds) {
+  const struct options *o = &g.o;
+  const bool fid = o->report == REPORT_FID;
+  unsigned flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | (fid ? FAN_REPORT_FID : FAN_REPORT_DFID_NAME) |
+                   (o->unlimited_queue ? FAN_UNLIMITED_QUEUE : 0u);
+  char call[160];
+  snprintf(call, sizeof call, "fanotify_init(FAN_CLASS_NOTIF|FAN_CLOEXEC|%s%s)", fid ? "FAN_REPORT_FID" : "FAN_REPORT_DFID_NAME",
+           o->unlimited_queue ? "|FAN_UNLIMITED_QUEUE" : "");
+  /* event_f_flags only matter for groups that open an fd per event; these report handles. */
+  g.ifd = fanotify_init(flags, (unsigned)(O_RDONLY | O_CLOEXEC | O_LARGEFILE));
+  if (g.ifd < 0) {
+    int e = errno;
+    if (e == EPERM)
+      die(EXIT_RUNTIME, "PRIVILEGE_MISSING", "%s: %s; fanotify with an unlimited queue, or with mount and filesystem marks, "
+          "needs CAP_SYS_ADMIN: run as root", call, strerror(e));
+    if (e == EMFILE && nofile != 0 && (unsigned long long)open_fds + 1 >= (unsigned long long)nofile)
+      die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; the open-files limit (RLIMIT_NOFILE, %llu) is too small for %lld files: "
+          "raise 'ulimit -Hn' or use fewer files", call, strerror(e), (unsigned long long)nofile, o->files);
+    if (e == EMFILE)
+      die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; fs.fanotify.max_user_groups (%ld) is reached for this user: raise it or "
+          "stop other fanotify users", call, strerror(e), read_proc_long("/proc/sys/fs/fanotify/max_user_groups"));
+    if (e == ENFILE) die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; the system-wide limit fs.file-max is reached", call, strerror(e));
+    if (refusal(e)) refused(call, e);
+    die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
+  }
+
+  const long long markers = g.mark_fds ? o->writers : 0;
+  size_t dlen = strlen(o->dir);
+  char *path = malloc(dlen + 32);
+  struct file_handle *fh = malloc(sizeof *fh + MAX_HANDLE_SZ);
+  if (!path || !fh) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory");
+  switch (o->mark) {
+    case MARK_INODE:
+      for (long long i = 0; i < o->files + markers; i++) {
+        if (i < o->files) snprintf(path, dlen + 32, "%s/file.%05lld", o->dir, i);
+        else snprintf(path, dlen + 32, "%s/mark.%04lld", o->dir, i - o->files);
+        fan_mark(FAN_MARK_INODE, FAN_MODIFY, path, o->files + markers);
+      }
+      break;
+    case MARK_DIR: fan_mark(FAN_MARK_INODE | FAN_MARK_ONLYDIR, FAN_MODIFY | FAN_EVENT_ON_CHILD, o->dir, 1); break;
+    case MARK_MOUNT: fan_mark(FAN_MARK_MOUNT, FAN_MODIFY, o->dir, 1); break;
+    case MARK_FILESYSTEM: fan_mark(FAN_MARK_FILESYSTEM, FAN_MODIFY, o->dir, 1); break;
+  }
+
+  fan.handle_flags = AT_HANDLE_FID;
+  if (fid) {
+    const size_t n = (size_t)(o->files + markers);
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2; /* load factor <= 1/2; n <= MAX_FILES + MAX_WRITERS */
+    fan.slots = malloc(cap * sizeof *fan.slots);
+    fan.pool_cap = n * MAX_HANDLE_SZ;
+    fan.pool = malloc(fan.pool_cap);
+    if (!fan.slots || !fan.pool) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory for the file handle table");
+    fan.mask = cap - 1;
+    for (size_t i = 0; i < cap; i++) fan.slots[i].who = WD_UNKNOWN;
+    for (long long i = 0; i < o->files + markers; i++) {
+      if (i < o->files) snprintf(path, dlen + 32, "%s/file.%05lld", o->dir, i);
+      else snprintf(path, dlen + 32, "%s/mark.%04lld", o->dir, i - o->files);
+      handle_of(path, fh);
+      fid_insert(fh, i < o->files ? (int32_t)i : MARK_BASE - (int32_t)(i - o->files));
+    }
+  } else {
+    handle_of(o->dir, fh);
+    memcpy(fan.dir_handle, fh->f_handle, fh->handle_bytes);
+    fan.dir_len = fh->handle_bytes;
+    fan.dir_type = fh->handle_type;
+  }
+  free(fh);
+  free(path);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Result                                                                                       */
 
@@ -825,6 +1240,11 @@ static void print_result(uint64_t t_end) {
          r->max_records_per_read);
   printf("\"writeNs\":%" PRIu64 ",\"elapsedNs\":%" PRIu64 ",\"drainNs\":%" PRIu64 ",\"drainTimedOut\":%d,", g.t_w - g.t0,
          t_end - g.t0, drain_ns, r->drain_timed_out);
+  /* The kernel's fanotify FIONREAD counts FAN_EVENT_METADATA_LEN per queued event, whatever info
+   * records the event carries: bytes / FAN_EVENT_METADATA_LEN is the number of queued events. */
+  printf("\"foreignEvents\":%" PRIu64 ",\"queueSamples\":%" PRIu64 ",", r->foreign_events, r->queue_samples);
+  if (r->queue_samples) printf("\"maxQueueDepth\":%" PRIu64 ",", r->queue_max / FAN_EVENT_METADATA_LEN);
+  else fputs("\"maxQueueDepth\":null,", stdout);
   print_opt_ns("firstEventNs", r->first_event, g.t0);
   print_opt_ns("lastEventNs", r->last_event, g.t0);
   printf("\"reader\":{\"userNs\":%" PRIu64 ",\"sysNs\":%" PRIu64 ",\"voluntaryCtxSwitches\":%" PRIu64
@@ -927,7 +1347,11 @@ static int cmd_inotify(int argc, char **argv) {
   }
   close(dfd);
 
-  if (has_reader) {
+  if (has_reader && o->backend == BACKEND_FANOTIFY) {
+    setup_fanotify(nofile, o->files + (sampling ? o->writers : 0) + 3);
+    g.rbuf = malloc((size_t)o->buffer_bytes); /* not touched here: RSS shows what read() fills */
+    if (!g.rbuf) die(EXIT_RUNTIME, "PROBE_FAILED", "cannot allocate a %lld-byte read buffer", o->buffer_bytes);
+  } else if (has_reader) {
     setup_inotify(nofile, o->files + (sampling ? o->writers : 0) + 3);
     g.rbuf = malloc((size_t)o->buffer_bytes); /* not touched here: RSS shows what read() fills */
     if (!g.rbuf) die(EXIT_RUNTIME, "PROBE_FAILED", "cannot allocate a %lld-byte read buffer", o->buffer_bytes);
@@ -1038,7 +1462,8 @@ static int cmd_inotify(int argc, char **argv) {
 int main(int argc, char **argv) {
   if (argc < 2) usage("usage: probe sysinfo | probe inotify --dir DIR --files F --writers W --duration-ms MS --write-bytes B "
                       "--buffer-bytes N --watch files|dir --mode concurrent|drain --reader full|bare|none [--pin 0|1] "
-                      "[--reader-nice N] [--drain-timeout-ms MS] [--sample-every K]");
+                      "[--reader-nice N] [--drain-timeout-ms MS] [--sample-every K] [--backend inotify|fanotify] "
+                      "[--mark inode|dir|mount|filesystem] [--report dfid-name|fid] [--unlimited-queue 0|1]");
   if (strcmp(argv[1], "sysinfo") == 0) return cmd_sysinfo(argc - 2, argv + 2);
   if (strcmp(argv[1], "inotify") == 0) return cmd_inotify(argc - 2, argv + 2);
   usage("unknown subcommand '%s'; use 'sysinfo' or 'inotify'", argv[1]);

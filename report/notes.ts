@@ -32,7 +32,7 @@ function medianOf(c: NotelessCell, metric: string): number | null {
  * delivered is measured against it. Parameters only the raw reader uses are ignored.
  */
 function rawTwin(c: NotelessCell, all: readonly NotelessCell[]): NotelessCell | undefined {
-  const ignore = new Set(['backend', 'bufferBytes', 'watch']);
+  const ignore = new Set(['backend', 'bufferBytes', 'watch', 'mark', 'fanotifyReport', 'fanotifyUnlimitedQueue']);
   return all.find(
     (o) =>
       o.workload === 'inotify' &&
@@ -47,18 +47,31 @@ function rawTwin(c: NotelessCell, all: readonly NotelessCell[]): NotelessCell | 
 function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): string[] {
   const notes: string[] = [];
   const backend = String(c.params['backend']);
+  // The native readers: fsbench's own inotify and fanotify loops, which see overflow and report their CPU.
+  const native = backend === 'inotify' || backend === 'fanotify';
   const overflows = medianOf(c, 'overflows');
   if (overflows !== null && overflows > 0) {
-    notes.push(`${overflows} IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`);
+    const record = backend === 'fanotify' ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW';
+    notes.push(`${overflows} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`);
   }
   const cpu = medianOf(c, 'readerCpuFraction');
-  if (cpu !== null && cpu < STARVED_READER && backend === 'inotify' && c.params['mode'] === 'concurrent') {
+  if (cpu !== null && cpu < STARVED_READER && native && c.params['mode'] === 'concurrent') {
     notes.push(
       `the reader used only ${formatPercent(cpu)} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).`,
     );
   }
   if (medianOf(c, 'drainTimedOut') === 1) notes.push('the drain hit drainTimeout; the queue was not empty.');
-  if (backend !== 'inotify') {
+  if (backend === 'fanotify') {
+    // fanotify merges a write into any identical queued event, so its event rate is not inotify's.
+    const twin = rawTwin(c, all);
+    const wpe = medianOf(c, 'writesPerEvent');
+    const rawWpe = twin ? medianOf(twin, 'writesPerEvent') : null;
+    if (wpe !== null && wpe > 1.5) {
+      notes.push(
+        `fanotify merged ${wpe.toFixed(1)} writes into each event (median)${rawWpe !== null && twin ? `, inotify ${rawWpe.toFixed(1)} in ${twin.label}` : ''}: compare writes per event and writes/s, not event rates.`,
+      );
+    }
+  } else if (backend !== 'inotify') {
     const twin = rawTwin(c, all);
     const events = medianOf(c, 'events');
     const rawEvents = twin ? medianOf(twin, 'events') : null;

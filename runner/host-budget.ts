@@ -7,7 +7,8 @@
  * - a tmpfs (inotify `target: tmpfs`, `container.storage: tmpfs`) lives in memory: its size
  *   against MemAvailable and the cgroup's memory headroom, minus a reserve;
  * - files on disk and filesystem images against the free space of the filesystem they land on;
- * - `maxQueuedEvents` and watches against this host's caps (the sysctls are host-wide);
+ * - `maxQueuedEvents` and watches against this host's caps (the sysctls are host-wide), for
+ *   fanotify its own max_queued_events, its marks and FAN_UNLIMITED_QUEUE;
  * - `target` directories, resolved, inside the scratch directory or an allowed root.
  */
 import { readFile, realpath, statfs } from 'node:fs/promises';
@@ -51,8 +52,13 @@ const InotifyBudgetParams = z.object({
   target: z.string(),
   latencySampling: z.number().int(),
   backend: z.string(),
+  mark: z.string(),
+  fanotifyUnlimitedQueue: z.boolean(),
   'container.storage': z.string(),
 });
+
+/** The largest value FSBENCH_MAX_QUEUED_EVENTS takes: a host that sets it allows any queue. */
+const UNBOUNDED_QUEUE = 2 ** 31 - 1;
 
 /** The cell's parameters with the workload's defaults filled in, parsed by `schema`. */
 function paramsOf<T extends z.ZodType>(cell: Cell, schema: T): z.output<T> {
@@ -155,20 +161,33 @@ async function allowedTarget(target: string, scratchDir: string, budget: HostBud
 
 async function checkInotify(cell: Cell, scratchDir: string, budget: HostBudget): Promise<void> {
   const p = paramsOf(cell, InotifyBudgetParams);
-  const markers = p.backend === 'inotify' && p.latencySampling > 0 ? p.writers : 0;
+  const fanotify = p.backend === 'fanotify';
+  const markers = (p.backend === 'inotify' || fanotify) && p.latencySampling > 0 ? p.writers : 0;
+  const sysctl = fanotify ? 'fs.fanotify.max_queued_events' : 'fs.inotify.max_queued_events';
   if (p.maxQueuedEvents !== 'system' && p.maxQueuedEvents > budget.maxQueuedEvents) {
     throw new FsbenchError(
       'LIMIT_NOT_ALLOWED',
       `maxQueuedEvents ${p.maxQueuedEvents} is above the ${budget.maxQueuedEvents} this host allows on its host-wide ` +
-        'fs.inotify.max_queued_events (FSBENCH_MAX_QUEUED_EVENTS): ask for less, or raise the cap on the host',
+        `${sysctl} (FSBENCH_MAX_QUEUED_EVENTS): ask for less, or raise the cap on the host`,
     );
   }
-  const watches = p.watch === 'files' ? p.files + markers : 1;
-  if (watches > budget.maxWatches) {
+  // No limit at all: the queue grows with whatever the writers outpace, in kernel memory.
+  if (fanotify && p.fanotifyUnlimitedQueue && budget.maxQueuedEvents < UNBOUNDED_QUEUE) {
     throw new FsbenchError(
       'LIMIT_NOT_ALLOWED',
-      `the run needs ${watches} inotify watches (files + latency markers), above the ${budget.maxWatches} this host allows ` +
-        '(FSBENCH_MAX_WATCHES): use fewer files or watch: dir, or raise the cap on the host',
+      `fanotifyUnlimitedQueue lets the kernel queue events without bound, above the ${budget.maxQueuedEvents} this host ` +
+        `allows (FSBENCH_MAX_QUEUED_EVENTS): use maxQueuedEvents instead, or set the cap to ${UNBOUNDED_QUEUE} on the host to allow it`,
+    );
+  }
+  // fanotify's inode marks are its per-file watches (fs.fanotify.max_user_marks); one mark otherwise.
+  const perFile = fanotify ? p.mark === 'inode' : p.watch === 'files';
+  const watches = perFile ? p.files + markers : 1;
+  if (watches > budget.maxWatches) {
+    const what = fanotify ? 'fanotify marks' : 'inotify watches';
+    throw new FsbenchError(
+      'LIMIT_NOT_ALLOWED',
+      `the run needs ${watches} ${what} (files + latency markers), above the ${budget.maxWatches} this host allows ` +
+        `(FSBENCH_MAX_WATCHES): use fewer files or ${fanotify ? 'mark: dir' : 'watch: dir'}, or raise the cap on the host`,
     );
   }
   const target = p.target === 'tmpfs' ? null : await allowedTarget(p.target, scratchDir, budget);

@@ -16,7 +16,7 @@ import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { finishInterference, startInterference, thresholdsFromEnv } from '../host/interference.js';
-import type { RunContext, WorkloadRunner } from '../workloads/workload.js';
+import { WorkloadSkipped, type RunContext, type WorkloadRunner } from '../workloads/workload.js';
 import { checkHostBudget, type HostBudget } from './host-budget.js';
 import { RUNNERS } from './workloads.js';
 
@@ -98,6 +98,7 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
       info: outcome.info ?? {},
     };
   } catch (err) {
+    if (err instanceof WorkloadSkipped) return { ...base, finishedAt: new Date().toISOString(), limits: null, state: 'skipped', reason: err.skipReason };
     const e = toFsbenchError(err, 'WORKLOAD_FAILED');
     return {
       ...base,

@@ -2,10 +2,22 @@
  * What a workload implementation provides to the runner. The contract (contract/workloads)
  * says what a workload's parameters and metrics are; this says how it runs on a host.
  */
+import { FsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
 import type { Histogram } from '../contract/result.js';
 import type { Journal } from '../host/journal.js';
+
+/**
+ * A cell this host cannot measure at all, found only when the run tries (the kernel refuses a
+ * fanotify mark on this filesystem): the run is `skipped` with the reason, like a combination the
+ * contract refuses up front, rather than `failed`, which would say something went wrong.
+ */
+export class WorkloadSkipped extends FsbenchError {
+  constructor(readonly skipReason: string) {
+    super('FS_REFUSED', skipReason);
+  }
+}
 
 export interface RunContext {
   /** Where runs create their files, images and mounts (FSBENCH_SCRATCH). */

@@ -1,6 +1,7 @@
 /**
  * The inotify throughput workload (seed 000): W writer threads modify F watched files while one
- * reader drains the inotify queue with a `bufferBytes` read() buffer.
+ * reader drains the inotify queue with a `bufferBytes` read() buffer. `backend: fanotify` puts a
+ * fanotify group in inotify's place, fed by the same writers and read the same way.
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../metrics.js';
@@ -12,7 +13,17 @@ import { directoryOr, type ParamSpecs, type ParamValue } from '../params.js';
  */
 export const MIN_INOTIFY_BUFFER = 16 + 255 + 1;
 
-export const INOTIFY_BACKENDS = ['inotify', 'parcel', 'fswatch'] as const;
+/**
+ * The largest FAN_REPORT_DFID_NAME record: 24 bytes of metadata, then one info record (header and
+ * fsid 12, struct file_handle 8, up to MAX_HANDLE_SZ 128 handle bytes, a name of up to NAME_MAX
+ * 255 bytes and its NUL), padded to 4. A read() buffer smaller than the next record fails with
+ * EINVAL, and a mount or filesystem mark may queue any name (native/probe.c checks the same).
+ */
+export const MIN_FANOTIFY_DFID_BUFFER = 24 + Math.ceil((12 + 8 + 128 + 255 + 1) / 4) * 4;
+
+export const INOTIFY_BACKENDS = ['inotify', 'fanotify', 'parcel', 'fswatch'] as const;
+export const FANOTIFY_MARKS = ['inode', 'dir', 'mount', 'filesystem'] as const;
+export const FANOTIFY_REPORTS = ['dfid-name', 'fid'] as const;
 
 export const inotifyParams = {
   backend: {
@@ -20,8 +31,9 @@ export const inotifyParams = {
     values: INOTIFY_BACKENDS,
     default: 'inotify',
     doc:
-      'Who watches: `inotify` is the native raw reader; `parcel` is @parcel/watcher subscribed to the directory; ' +
-      '`fswatch` is Node\'s fs.watch. All three are fed by the same native writers.',
+      'Who watches: `inotify` is the native raw reader; `fanotify` the same reader on a fanotify group (see `mark`, ' +
+      '`fanotifyReport`); `parcel` is @parcel/watcher subscribed to the directory; `fswatch` is Node\'s fs.watch. ' +
+      'All four are fed by the same native writers.',
   },
   writers: {
     kind: 'integer',
@@ -45,7 +57,9 @@ export const inotifyParams = {
     minReason:
       `is smaller than ${MIN_INOTIFY_BUFFER} B, the smallest read() buffer the kernel accepts for inotify ` +
       '(sizeof(struct inotify_event) + NAME_MAX + 1); a smaller buffer fails with EINVAL',
-    doc: 'The raw reader\'s read() buffer. Only the `inotify` backend has one; the others ignore it.',
+    doc:
+      'The raw reader\'s read() buffer, for `inotify` and `fanotify`; the Node backends ignore it. With ' +
+      `\`fanotifyReport: dfid-name\` it must hold the largest record, ${MIN_FANOTIFY_DFID_BUFFER} B (smaller cells are skipped).`,
   },
   duration: {
     kind: 'duration',
@@ -69,13 +83,44 @@ export const inotifyParams = {
     default: 'system',
     doc:
       'Written to /proc/sys/fs/inotify/max_queued_events before the watcher starts (the kernel copies it into each ' +
-      'new instance) and restored afterwards. `system` leaves the machine\'s value alone; the result records it either way.',
+      'new instance) and restored afterwards; with `backend: fanotify` to /proc/sys/fs/fanotify/max_queued_events ' +
+      'instead, which fanotify_init copies the same way. `system` leaves the machine\'s value alone; the result records ' +
+      'it either way (fanotify\'s in the run\'s info, `fanotifyMaxQueuedEvents`).',
   },
   watch: {
     kind: 'enum',
     values: ['files', 'dir'],
     default: 'files',
-    doc: '`files`: one watch per file; `dir`: one watch on the directory, whose events carry file names.',
+    doc:
+      '`files`: one watch per file; `dir`: one watch on the directory, whose events carry file names. Not for ' +
+      '`backend: fanotify`, where `mark` says what is watched: a fanotify cell with `watch: dir` is skipped.',
+  },
+  mark: {
+    kind: 'enum',
+    values: FANOTIFY_MARKS,
+    default: 'inode',
+    doc:
+      '`backend: fanotify` only: what the group marks. `inode`: each file (like inotify\'s `watch: files`); `dir`: ' +
+      'the directory, with FAN_EVENT_ON_CHILD (like `watch: dir`); `mount`: the mount the directory is on ' +
+      '(FAN_MARK_MOUNT); `filesystem`: its whole filesystem (FAN_MARK_FILESYSTEM). Mount and filesystem marks see ' +
+      'every file there: events of files not the workload\'s are `foreignEvents`, never `events`.',
+  },
+  fanotifyReport: {
+    kind: 'enum',
+    values: FANOTIFY_REPORTS,
+    default: 'dfid-name',
+    doc:
+      '`backend: fanotify` only: how events name their file. `dfid-name` (FAN_REPORT_DFID_NAME): the directory\'s ' +
+      'file handle and the name; `fid` (FAN_REPORT_FID): the file\'s own handle. Either way each event is matched to ' +
+      'the workload\'s files by file handle (name_to_handle_at at start).',
+  },
+  fanotifyUnlimitedQueue: {
+    kind: 'boolean',
+    default: false,
+    doc:
+      '`backend: fanotify` only: FAN_UNLIMITED_QUEUE, no queue limit at all (so no overflows, and `maxQueuedEvents` ' +
+      'must stay `system`). Each queued event is kernel memory, so a host allows it only when FSBENCH_MAX_QUEUED_EVENTS ' +
+      'is 2147483647.',
   },
   target: {
     kind: 'text',
@@ -105,7 +150,7 @@ export const inotifyParams = {
     default: 'concurrent',
     doc:
       '`concurrent`: the reader drains while the writers write, as in the seed; `drain`: the reader waits until the ' +
-      'writers stop and then empties the queue, which measures the read path alone (raw `inotify` backend only).',
+      'writers stop and then empties the queue, which measures the read path alone (`inotify` and `fanotify` only).',
   },
   drainTimeout: {
     kind: 'duration',
@@ -121,20 +166,55 @@ export const inotifyParams = {
     default: 256,
     doc:
       'Every Nth write of each writer is followed by a timestamped write to that writer\'s marker file, whose event ' +
-      'gives one write-to-event latency sample; 0 turns sampling off. Raw `inotify` backend only.',
+      'gives one write-to-event latency sample; 0 turns sampling off. `inotify` and `fanotify` only.',
   },
 } as const satisfies ParamSpecs;
 
-/** Combinations that cannot be measured meaningfully become `skipped` runs with this reason. */
+/** The native reader reads these; the others are Node libraries in the fsbench process. */
+function nativeReader(backend: ParamValue | undefined): boolean {
+  return backend === undefined || backend === 'inotify' || backend === 'fanotify';
+}
+
+/**
+ * Combinations that cannot be measured meaningfully become `skipped` runs with this reason.
+ * Parameters absent from a cell have their defaults.
+ */
 export function inotifySkipReason(p: Readonly<Record<string, ParamValue>>): string | undefined {
+  const fanotify = p['backend'] === 'fanotify';
   if (p['backend'] === 'parcel' && p['watch'] === 'files') {
     return '@parcel/watcher only watches directories: use watch: dir with backend: parcel';
   }
-  if (p['backend'] !== 'inotify' && p['mode'] === 'drain') {
-    return 'drain mode measures the raw read path and exists only for backend: inotify';
+  if (!nativeReader(p['backend']) && p['mode'] === 'drain') {
+    return 'drain mode measures the raw read path and exists only for backend: inotify and backend: fanotify';
   }
-  if (p['backend'] !== 'inotify' && (p['readerNice'] !== 0 || p['pin'] === true)) {
+  const niced = p['readerNice'] !== undefined && p['readerNice'] !== 0;
+  if (!nativeReader(p['backend']) && (niced || p['pin'] === true)) {
     return 'readerNice and pin apply to the native reader thread; with a Node backend the watcher is the fsbench process itself';
+  }
+  if (!fanotify) {
+    const fanotifyOnly = [
+      ['mark', p['mark'], 'inode'],
+      ['fanotifyReport', p['fanotifyReport'], 'dfid-name'],
+      ['fanotifyUnlimitedQueue', p['fanotifyUnlimitedQueue'], false],
+    ] as const;
+    for (const [name, value, def] of fanotifyOnly) {
+      if (value !== undefined && value !== def) return `${name} configures the fanotify group and applies only to backend: fanotify`;
+    }
+    return undefined;
+  }
+  if (p['watch'] === 'dir') {
+    return 'with backend: fanotify, mark chooses what is watched (mark: dir is the directory watch); leave watch at files';
+  }
+  if (p['fanotifyUnlimitedQueue'] === true && p['maxQueuedEvents'] !== undefined && p['maxQueuedEvents'] !== 'system') {
+    return 'fanotifyUnlimitedQueue removes the queue limit, so maxQueuedEvents has nothing to set: leave it at system';
+  }
+  const buffer = p['bufferBytes'];
+  if ((p['fanotifyReport'] ?? 'dfid-name') === 'dfid-name' && typeof buffer === 'number' && buffer < MIN_FANOTIFY_DFID_BUFFER) {
+    return (
+      `bufferBytes ${buffer} is smaller than ${MIN_FANOTIFY_DFID_BUFFER} B, the largest FAN_REPORT_DFID_NAME record ` +
+      '(metadata, a 128-byte file handle and a NAME_MAX name): read() fails with EINVAL on such a record; use a larger ' +
+      'buffer or fanotifyReport: fid'
+    );
   }
   return undefined;
 }
@@ -143,6 +223,8 @@ const count = z.number().int().nonnegative();
 const rate = z.number().nonnegative();
 /** null where a backend cannot observe the quantity (for example overflows hidden by fs.watch). */
 const observed = <T extends z.ZodType>(t: T) => t.nullable();
+/** Metrics added after runs were stored: a stored run without them reads as "not observed". */
+const added = <T extends z.ZodType>(t: T) => t.nullable().default(null);
 
 /** Metric names are stable: the coordinator, compare and dashboard read them by name. */
 export const InotifyMetrics = z
@@ -175,9 +257,15 @@ export const InotifyMetrics = z
     latencyP99Us: observed(rate),
     latencyMaxUs: observed(rate),
     peakRssBytes: count,
+    foreignEvents: added(count),
+    maxQueueDepth: added(count),
   })
   .strict();
-export type InotifyMetrics = z.infer<typeof InotifyMetrics>;
+/**
+ * What a run reports. The schema's input: metrics added after runs were stored (`added`) may be
+ * left out, by older results and fixtures alike, and parse as null.
+ */
+export type InotifyMetrics = z.input<typeof InotifyMetrics>;
 
 /** The metrics a summary table shows first, in order. */
 export const INOTIFY_HEADLINE_METRICS = ['eventsPerSec', 'events', 'writes', 'overflows', 'coalescedFraction', 'readerCpuFraction', 'latencyP99Us'] as const;
@@ -190,19 +278,33 @@ export const INOTIFY_HEADLINE_METRICS = ['eventsPerSec', 'events', 'writes', 'ov
 export const INOTIFY_METRIC_DOCS = {
   writes: { unit: 'writes', direction: 'higher', doc: 'Writes the writer threads completed during `duration`.' },
   writesPerSec: { unit: 'writes/s', direction: 'higher', doc: 'Writes per second of writing time.' },
-  events: { unit: 'events', direction: 'higher', doc: 'IN_MODIFY events delivered for the workload\'s files (merged events count once).' },
+  events: {
+    unit: 'events',
+    direction: 'higher',
+    doc: 'IN_MODIFY (fanotify: FAN_MODIFY) events delivered for the workload\'s files (merged events count once).',
+  },
   eventsPerSec: {
     unit: 'events/s',
     direction: 'higher',
     doc: 'Events per second from writer start to the end of the drain (`concurrent`), or over the drain alone (`drain`).',
   },
-  overflows: { unit: 'overflows', direction: 'lower', doc: 'IN_Q_OVERFLOW records read: the kernel dropped events. n/a where a backend cannot see it.' },
+  overflows: {
+    unit: 'overflows',
+    direction: 'lower',
+    doc: 'IN_Q_OVERFLOW (fanotify: FAN_Q_OVERFLOW) records read: the kernel dropped events. n/a where a backend cannot see it.',
+  },
   reads: { unit: 'reads', direction: 'neither', doc: 'read() calls of the raw reader; callback batches for the Node backends.' },
   bytesRead: { unit: 'bytes', direction: 'neither', doc: 'Bytes the read() calls returned (raw reader only).' },
   meanEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'Records per read(), on average: how full each read came back.' },
   maxEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'The most records a single read() returned.' },
   coalescedFraction: { unit: '1', direction: 'lower', doc: '1 - events/writes: the share of writes merged into an earlier unread event.' },
-  writesPerEvent: { unit: 'writes/event', direction: 'lower', doc: 'Writes per delivered event; 1 when the reader keeps up with every write.' },
+  writesPerEvent: {
+    unit: 'writes/event',
+    direction: 'lower',
+    doc:
+      'Writes per delivered event; 1 when the reader keeps up with every write. fanotify merges any queued identical ' +
+      'event, not only the last one as inotify does: compare backends by this, not by raw event rates.',
+  },
   elapsedMs: { unit: 'ms', direction: 'neither', doc: 'The whole run: writing plus draining.' },
   writeMs: { unit: 'ms', direction: 'neither', doc: 'How long the writers wrote (the `duration` asked for, as measured).' },
   drainMs: { unit: 'ms', direction: 'lower', doc: 'How long the reader took to empty the queue after the writers stopped.' },
@@ -224,4 +326,18 @@ export const INOTIFY_METRIC_DOCS = {
   latencyP99Us: { unit: 'us', direction: 'lower', doc: '99th percentile of write-to-event latency.' },
   latencyMaxUs: { unit: 'us', direction: 'lower', doc: 'Largest write-to-event latency sampled.' },
   peakRssBytes: { unit: 'bytes', direction: 'lower', doc: 'Peak resident memory of the measuring process.' },
+  foreignEvents: {
+    unit: 'events',
+    direction: 'neither',
+    doc:
+      'fanotify only: FAN_MODIFY events of files that are not the workload\'s (a mount or filesystem mark sees the whole ' +
+      'filesystem), read and discarded; they are not in `events`. n/a for the other backends.',
+  },
+  maxQueueDepth: {
+    unit: 'events',
+    direction: 'neither',
+    doc:
+      'fanotify only: the most events found queued (FIONREAD, sampled before a read at most every 10 ms, and before ' +
+      'the first read of a drain): a lower bound on the deepest the queue got. n/a for the other backends.',
+  },
 } as const satisfies MetricDocs<InotifyMetrics>;

@@ -1,5 +1,5 @@
 /**
- * Every test file leaves the kernel's inotify limits as it found them, whether its tests passed
+ * Every test file leaves the kernel's inotify and fanotify limits as it found them, whether its tests passed
  * or not: a file that fails between an agent's change and its restore (a kill test, say) must not
  * hand the next files, or the next run, a machine whose limits they did not ask for. The limits
  * are host-wide, so this is restored here, after the file, and said on stderr when it was needed.
@@ -7,7 +7,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll } from 'vitest';
 
-const LIMITS = ['max_queued_events', 'max_user_watches', 'max_user_instances'].map((n) => `/proc/sys/fs/inotify/${n}`);
+const LIMITS = [
+  ...['max_queued_events', 'max_user_watches', 'max_user_instances'].map((n) => `/proc/sys/fs/inotify/${n}`),
+  '/proc/sys/fs/fanotify/max_queued_events',
+];
 const before = new Map<string, string>();
 
 function read(file: string): string | null {

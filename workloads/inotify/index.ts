@@ -1,6 +1,7 @@
 /**
  * The inotify throughput workload on this host: prepares the target and kernel limits, runs the
- * native writers with the chosen watcher, and turns what was counted into the contract's metrics.
+ * native writers with the chosen watcher (the probe's own reader on an inotify instance or a
+ * fanotify group, or a Node library), and turns what was counted into the contract's metrics.
  */
 import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
@@ -9,14 +10,14 @@ import { InotifyMetrics, inotifyParams } from '../../contract/workloads/inotify.
 import { defaultValue } from '../../contract/params.js';
 import { Teardown } from '../../host/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
-import { applyLimits } from './limits.js';
-import { runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';
+import { applyFanotifyLimits, applyLimits } from './limits.js';
+import { KernelRefusal, runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';
 import { prepareTarget, tmpfsBytes } from './target.js';
 import { startWatcher, waitQuiet, type NodeWatcher } from './watchers.js';
 
 /** The cell's parameters, parsed from the job's generic values into their types. */
 const Params = z.object({
-  backend: z.enum(['inotify', 'parcel', 'fswatch']),
+  backend: z.enum(['inotify', 'fanotify', 'parcel', 'fswatch']),
   writers: z.number().int(),
   files: z.number().int(),
   bufferBytes: z.number().int(),
@@ -30,6 +31,9 @@ const Params = z.object({
   mode: z.enum(['concurrent', 'drain']),
   drainTimeout: z.number().int(),
   latencySampling: z.number().int(),
+  mark: z.enum(['inode', 'dir', 'mount', 'filesystem']),
+  fanotifyReport: z.enum(['dfid-name', 'fid']),
+  fanotifyUnlimitedQueue: z.boolean(),
 });
 type Params = z.infer<typeof Params>;
 
@@ -54,6 +58,9 @@ function probeArgs(p: Params, dir: string, reader: ProbeArgs['reader']): ProbeAr
     readerNice: p.readerNice,
     drainTimeoutMs: p.drainTimeout,
     sampleEvery: p.latencySampling,
+    ...(p.backend === 'fanotify'
+      ? { backend: 'fanotify' as const, mark: p.mark, fanotifyReport: p.fanotifyReport, unlimitedQueue: p.fanotifyUnlimitedQueue }
+      : {}),
   };
 }
 
@@ -90,6 +97,9 @@ function rawMetrics(p: Params, out: ProbeOutput): InotifyMetrics {
     latencyP99Us: us(out.latency.p99Ns),
     latencyMaxUs: us(out.latency.maxNs),
     peakRssBytes: out.maxRssBytes,
+    // Only a fanotify run can see other files' events (mount and filesystem marks) or afford FIONREAD samples.
+    foreignEvents: p.backend === 'fanotify' ? out.foreignEvents : null,
+    maxQueueDepth: p.backend === 'fanotify' ? out.maxQueueDepth : null,
   };
 }
 
@@ -148,6 +158,8 @@ async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<
         latencyP99Us: null,
         latencyMaxUs: null,
         peakRssBytes: process.resourceUsage().maxRSS * 1024,
+        foreignEvents: null,
+        maxQueueDepth: null,
       },
     };
   } finally {
@@ -168,19 +180,29 @@ export const inotifyWorkload: WorkloadRunner = {
     let outcome: WorkloadOutcome | undefined;
     try {
       const markers = p.latencySampling > 0 ? p.writers : 0;
-      const limits = await applyLimits(teardown, {
-        maxQueuedEvents: p.maxQueuedEvents === 'system' ? undefined : p.maxQueuedEvents,
-        watches: p.watch === 'files' ? p.files + markers : 1,
-        instances: 1,
-      });
+      const maxQueuedEvents = p.maxQueuedEvents === 'system' ? undefined : p.maxQueuedEvents;
+      const info: Record<string, string | number | boolean | null> = { targetDir: p.target };
+      // A fanotify run uses no inotify watch or instance: the inotify limits are neither changed
+      // nor recorded (they did not apply); fanotify's queue limit goes into the info instead.
+      let limits: WorkloadOutcome['limits'] = null;
+      if (p.backend === 'fanotify') {
+        // Before the probe starts: fanotify_init copies the limit into the new group.
+        const queue = await applyFanotifyLimits(teardown, maxQueuedEvents);
+        info['fanotifyMaxQueuedEvents'] = p.fanotifyUnlimitedQueue ? 'unlimited' : queue;
+      } else {
+        limits = await applyLimits(teardown, { maxQueuedEvents, watches: p.watch === 'files' ? p.files + markers : 1, instances: 1 });
+      }
       const bytes = tmpfsBytes(p.files + markers, p.writeBytes);
       const target = await prepareTarget(teardown, p.target, ctx.scratchDir, bytes);
       if (ctx.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
-      const info: Record<string, string | number | boolean | null> = { targetDir: p.target };
       let metrics: InotifyMetrics;
       let histograms: WorkloadOutcome['histograms'] = {};
-      if (p.backend === 'inotify') {
-        const out = await runProbe(probeArgs(p, target.dir, 'full'), { signal: ctx.signal });
+      if (p.backend === 'inotify' || p.backend === 'fanotify') {
+        const out = await runProbe(probeArgs(p, target.dir, 'full'), { signal: ctx.signal }).catch((err: unknown) => {
+          // The probe names the call and the path; which filesystem said no is the other half.
+          if (err instanceof KernelRefusal) throw new KernelRefusal(`${err.skipReason} (target filesystem: ${target.fsType ?? 'unknown'})`);
+          throw err;
+        });
         metrics = rawMetrics(p, out);
         info['pinned'] = out.pinned;
         info['readerCpu'] = out.readerCpu;

@@ -1,7 +1,7 @@
 /**
- * The kernel's inotify limits a cell runs under. They are host-wide (per user namespace), so
- * each change is journaled with its original value and restored by the run's teardown, also
- * after a crash (by the next start's journal recovery).
+ * The kernel's inotify (and, for `backend: fanotify`, fanotify) limits a cell runs under. They are
+ * host-wide (per user namespace), so each change is journaled with its original value and
+ * restored by the run's teardown, also after a crash (by the next start's journal recovery).
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import type { InotifyLimits } from '../../contract/fingerprint.js';
@@ -24,8 +24,20 @@ export interface LimitNeeds {
   readonly instances: number;
 }
 
+/** fanotify's queue length: copied into each new group by fanotify_init, like inotify's. */
+const FANOTIFY_QUEUE: KnownSysctl = '/proc/sys/fs/fanotify/max_queued_events';
+
+async function readSysctl(file: KnownSysctl): Promise<number> {
+  const text = (await readFile(file, 'utf8')).trim();
+  if (!/^\d{1,12}$/.test(text)) throw new FsbenchError('LIMIT_WRITE_FAILED', `${file} reads '${text}', not a number`);
+  return Number(text);
+}
+
 async function setLimit(teardown: Teardown, name: keyof InotifyLimits, value: number): Promise<void> {
-  const file = SYSCTL[name];
+  await setSysctl(teardown, SYSCTL[name], value);
+}
+
+async function setSysctl(teardown: Teardown, file: KnownSysctl, value: number): Promise<void> {
   const original = await readFile(file, 'utf8');
   await teardown.add({ kind: 'sysctl', path: file, original }, async () => {
     try {
@@ -64,6 +76,31 @@ export async function applyLimits(teardown: Teardown, needs: LimitNeeds): Promis
     throw new FsbenchError(
       'LIMIT_WRITE_FAILED',
       `max_queued_events reads ${actual.maxQueuedEvents} after writing ${needs.maxQueuedEvents}; refusing to measure under a different limit`,
+    );
+  }
+  return actual;
+}
+
+/**
+ * Sets fs.fanotify.max_queued_events for a fanotify run (undefined: leaves it alone) and returns
+ * the value in force, read back from the kernel. Without fanotify in the kernel the file is
+ * missing: the probe's fanotify_init then says why, as a refusal.
+ */
+export async function applyFanotifyLimits(teardown: Teardown, maxQueuedEvents: number | undefined): Promise<number | null> {
+  let now: number;
+  try {
+    now = await readSysctl(FANOTIFY_QUEUE);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw err;
+  }
+  if (maxQueuedEvents === undefined) return now;
+  if (now !== maxQueuedEvents) await setSysctl(teardown, FANOTIFY_QUEUE, maxQueuedEvents);
+  const actual = await readSysctl(FANOTIFY_QUEUE);
+  if (actual !== maxQueuedEvents) {
+    throw new FsbenchError(
+      'LIMIT_WRITE_FAILED',
+      `fs.fanotify.max_queued_events reads ${actual} after writing ${maxQueuedEvents}; refusing to measure under a different limit`,
     );
   }
   return actual;

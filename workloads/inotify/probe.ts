@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
 import { nativeProgram } from '../../host/native.js';
+import { WorkloadSkipped } from '../workload.js';
 
 const n = z.number().int().nonnegative();
 const ns = n.nullable();
@@ -25,6 +26,11 @@ export const ProbeOutput = z.object({
   elapsedNs: n,
   drainNs: n,
   drainTimedOut: z.union([z.literal(0), z.literal(1)]),
+  /** fanotify: FAN_MODIFY records of files that are not the workload's (0 for inotify). */
+  foreignEvents: n,
+  /** fanotify: FIONREAD samples taken, and the most events they found queued (null without samples). */
+  queueSamples: n,
+  maxQueueDepth: ns,
   firstEventNs: ns,
   lastEventNs: ns,
   reader: z.object({ userNs: n, sysNs: n, voluntaryCtxSwitches: n, involuntaryCtxSwitches: n }).strict(),
@@ -46,6 +52,15 @@ export type ProbeOutput = z.infer<typeof ProbeOutput>;
 
 const ProbeError = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
 const Ready = z.object({ ready: z.literal(true) });
+
+/**
+ * The kernel or the filesystem refused the fanotify group or a mark the cell asks for (EINVAL,
+ * EOPNOTSUPP, EXDEV, ENODEV ...): this machine cannot measure the cell, which is not a fault of
+ * the run. `skipReason` is the kernel's answer (the call and its errno), for a runner that
+ * reports such a run as `skipped` rather than `failed`.
+ */
+/** The kernel refused a mark or a mode (fanotify on overlayfs, say): a skipped run. */
+export class KernelRefusal extends WorkloadSkipped {}
 
 const PROBE_CODES: Readonly<Record<string, ErrorCode>> = {
   PRIVILEGE_MISSING: 'PRIVILEGE_MISSING',
@@ -69,6 +84,11 @@ export interface ProbeArgs {
   readonly readerNice: number;
   readonly drainTimeoutMs: number;
   readonly sampleEvery: number;
+  /** Absent: inotify. The fanotify options go only with `backend: 'fanotify'`. */
+  readonly backend?: 'inotify' | 'fanotify';
+  readonly mark?: 'inode' | 'dir' | 'mount' | 'filesystem';
+  readonly fanotifyReport?: 'dfid-name' | 'fid';
+  readonly unlimitedQueue?: boolean;
 }
 
 export function probeArgv(a: ProbeArgs): string[] {
@@ -79,6 +99,12 @@ export function probeArgv(a: ProbeArgs): string[] {
     ...['--buffer-bytes', String(a.bufferBytes), '--watch', a.watch, '--mode', a.mode, '--reader', a.reader],
     ...['--pin', a.pin ? '1' : '0', '--reader-nice', String(a.readerNice)],
     ...['--drain-timeout-ms', String(a.drainTimeoutMs), '--sample-every', String(a.sampleEvery)],
+    ...(a.backend === 'fanotify'
+      ? [
+          ...['--backend', 'fanotify', '--mark', a.mark ?? 'inode', '--report', a.fanotifyReport ?? 'dfid-name'],
+          ...['--unlimited-queue', a.unlimitedQueue === true ? '1' : '0'],
+        ]
+      : []),
   ];
 }
 
@@ -134,6 +160,7 @@ export async function runProbe(args: ProbeArgs, hooks: ProbeHooks): Promise<Prob
     if (hooks.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
     const error = ProbeError.safeParse(result);
     if (error.success) {
+      if (error.data.error.code === 'UNSUPPORTED') throw new KernelRefusal(error.data.error.message);
       throw new FsbenchError(PROBE_CODES[error.data.error.code] ?? 'PROBE_FAILED', error.data.error.message);
     }
     if (code !== 0) {
