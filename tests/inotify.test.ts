@@ -80,12 +80,24 @@ describe('inotify workload on a private tmpfs', () => {
     if (run.state === 'skipped') expect(run.reason).toContain('only watches directories');
   });
 
-  it.each(['parcel', 'fswatch'])('shows what %s delivered next to the writes, with overflows as not observable', async (backend) => {
+  it.each(['parcel', 'fswatch', 'chokidar'])('shows what %s delivered next to the writes, with overflows as not observable', async (backend) => {
     const run = ok(await runOnce(cellOf('inotify', { backend, watch: 'dir', writers: 2, files: 16, duration: '300ms' }), scratch.dir));
     expect(run.metrics['events']).toBeGreaterThan(0);
     expect(run.metrics['events']).toBeLessThanOrEqual(run.metrics['writes'] ?? 0);
     expect(run.metrics['overflows']).toBeNull();
     expect(run.info['overflowVisible']).toBe(false);
+  });
+});
+
+describe('chokidar', () => {
+  it('delivers at most one change per file per 50 ms however many writes, watching the files or their directory', async () => {
+    for (const watch of ['files', 'dir']) {
+      // 1 writer on 4 files for 600 ms: about a million writes, at most 4 x (600 / 50 + 1) changes.
+      const run = ok(await runOnce(cellOf('inotify', { backend: 'chokidar', watch, writers: 1, files: 4, duration: '600ms' }), scratch.dir));
+      expect(run.metrics['writes']).toBeGreaterThan(10_000);
+      expect(run.metrics['events']).toBeGreaterThanOrEqual(4);
+      expect(run.metrics['events']).toBeLessThanOrEqual(4 * (600 / 50 + 2));
+    }
   });
 });
 

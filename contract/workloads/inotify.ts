@@ -21,7 +21,7 @@ export const MIN_INOTIFY_BUFFER = 16 + 255 + 1;
  */
 export const MIN_FANOTIFY_DFID_BUFFER = 24 + Math.ceil((12 + 8 + 128 + 255 + 1) / 4) * 4;
 
-export const INOTIFY_BACKENDS = ['inotify', 'fanotify', 'parcel', 'fswatch'] as const;
+export const INOTIFY_BACKENDS = ['inotify', 'fanotify', 'parcel', 'fswatch', 'chokidar'] as const;
 export const FANOTIFY_MARKS = ['inode', 'dir', 'mount', 'filesystem'] as const;
 export const FANOTIFY_REPORTS = ['dfid-name', 'fid'] as const;
 
@@ -32,8 +32,8 @@ export const inotifyParams = {
     default: 'inotify',
     doc:
       'Who watches: `inotify` is the native raw reader; `fanotify` the same reader on a fanotify group (see `mark`, ' +
-      '`fanotifyReport`); `parcel` is @parcel/watcher subscribed to the directory; `fswatch` is Node\'s fs.watch. ' +
-      'All four are fed by the same native writers.',
+      '`fanotifyReport`); `parcel` is @parcel/watcher subscribed to the directory; `fswatch` is Node\'s fs.watch; ' +
+      '`chokidar` is chokidar 5 (over fs.watch) watching the directory or the files. All five are fed by the same native writers.',
   },
   writers: {
     kind: 'integer',

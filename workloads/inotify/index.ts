@@ -17,7 +17,7 @@ import { startWatcher, waitQuiet, type NodeWatcher } from './watchers.js';
 
 /** The cell's parameters, parsed from the job's generic values into their types. */
 const Params = z.object({
-  backend: z.enum(['inotify', 'fanotify', 'parcel', 'fswatch']),
+  backend: z.enum(['inotify', 'fanotify', 'parcel', 'fswatch', 'chokidar']),
   writers: z.number().int(),
   files: z.number().int(),
   bufferBytes: z.number().int(),
@@ -105,7 +105,7 @@ function rawMetrics(p: Params, out: ProbeOutput): InotifyMetrics {
 
 /** Runs the native writers with a Node watcher in this process, measuring what it delivers. */
 async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<{ metrics: InotifyMetrics; errors: string[] }> {
-  const backend = p.backend === 'parcel' ? 'parcel' : 'fswatch';
+  const backend = p.backend === 'parcel' || p.backend === 'chokidar' ? p.backend : 'fswatch';
   let watcher: NodeWatcher | undefined;
   let cpuBefore = process.resourceUsage();
   try {
