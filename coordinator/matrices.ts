@@ -9,9 +9,8 @@ import { FsbenchError } from '../contract/errors.js';
 import { withDeadline } from './deadline.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { enqueueRequest, type Dispatcher } from './dispatch.js';
-import { defaultCap, eventsHandler, isFinal, Slots, type ProgressHub } from './events.js';
-import { ReportCache } from './report-cache.js';
-import { resultsHandler } from './results-format.js';
+import { eventsHandler, isFinal, type ProgressHub } from './events.js';
+import { downloads, resultsHandler, takeDownloadSlot } from './results-format.js';
 import { htmlAssets } from '../report/html-bundle.js';
 import { reportCsp } from '../report/html.js';
 import { Submissions, type Limits } from './submit.js';
@@ -105,21 +104,16 @@ export function matricesRouter(d: MatricesDeps): Router {
     res.json({ ...summaryOf(find(m.id)), removedRuns: removed });
   });
 
-  router.get('/:id/results', read, resultsHandler(store, d.limits.maxDownloads));
+  // The results and the HTML report are downloads alike: FSBENCH_MAX_DOWNLOADS at once between
+  // them, reports built in the report thread and cached per matrix version.
+  const shared = downloads(store, d.limits.maxDownloads);
+  router.get('/:id/results', read, resultsHandler(store, shared));
   router.get('/:id/events', read, eventsHandler(store, hub, d.limits.maxStreams));
 
-  // The HTML report is a download like the results: as many at once as FSBENCH_MAX_DOWNLOADS,
-  // built in the report thread, cached per matrix version.
-  const htmlSlots = new Slots(d.limits.maxDownloads ?? defaultCap('maxDownloads'));
-  const htmlReports = new ReportCache(store);
   router.get('/:id/report.html', read, async (req, res) => {
     const m = find(req.params.id);
-    if (!htmlSlots.take(res)) {
-      throw new FsbenchError('UNAVAILABLE', `${htmlSlots.capacity} downloads are in progress, the most this coordinator serves at once (FSBENCH_MAX_DOWNLOADS): try again in 2 s`, [], {
-        'Retry-After': '2',
-      });
-    }
-    const bytes = await htmlReports.get(m, 'html');
+    takeDownloadSlot(shared.slots, res);
+    const bytes = await shared.reports.get(m, 'html');
     if (res.destroyed) return;
     // The page carries its scripts and style inline: the policy helmet set, plus their hashes.
     const base = res.getHeader('Content-Security-Policy');

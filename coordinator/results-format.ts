@@ -218,26 +218,40 @@ export async function streamResults(res: Response, store: Store, m: MatrixRecord
 
 const IdParam = z.object({ id: z.string() });
 
+/** What the downloads of one coordinator share: FSBENCH_MAX_DOWNLOADS slots and the report cache. */
+export interface Downloads {
+  readonly slots: Slots;
+  readonly reports: ReportCache;
+}
+
+export function downloads(store: Store, maxDownloads = defaultCap('maxDownloads')): Downloads {
+  return { slots: new Slots(maxDownloads), reports: new ReportCache(store) };
+}
+
+/** A download slot for `res`, held until it closes; 503 with Retry-After when all are taken. */
+export function takeDownloadSlot(slots: Slots, res: Response): void {
+  if (slots.take(res)) return;
+  throw new FsbenchError(
+    'UNAVAILABLE',
+    `${slots.capacity} downloads are in progress, the most this coordinator serves at once (FSBENCH_MAX_DOWNLOADS): try again in ${DOWNLOAD_RETRY_AFTER_S} s`,
+    [],
+    { 'Retry-After': String(DOWNLOAD_RETRY_AFTER_S) },
+  );
+}
+
 /**
- * The route: at most `maxDownloads` answers at once, each holding its slot until its response
- * closes (sent, failed or abandoned by the client); more are refused with 503 and Retry-After.
+ * The route: at most `maxDownloads` answers at once (shared with the HTML report), each holding
+ * its slot until its response closes (sent, failed or abandoned by the client); more are refused
+ * with 503 and Retry-After.
  */
-export function resultsHandler(store: Store, maxDownloads = defaultCap('maxDownloads')): RequestHandler {
-  const slots = new Slots(maxDownloads);
-  const reports = new ReportCache(store);
+export function resultsHandler(store: Store, shared: Downloads = downloads(store)): RequestHandler {
+  const { slots, reports } = shared;
   return async (req, res) => {
     const q = ResultsQuery.parse(req.query);
     const { id } = IdParam.parse(req.params);
     const m = store.getMatrix(id);
     if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${id}`);
-    if (!slots.take(res)) {
-      throw new FsbenchError(
-        'UNAVAILABLE',
-        `${slots.capacity} results downloads are in progress, the most this coordinator serves at once (FSBENCH_MAX_DOWNLOADS): try again in ${DOWNLOAD_RETRY_AFTER_S} s`,
-        [],
-        { 'Retry-After': String(DOWNLOAD_RETRY_AFTER_S) },
-      );
-    }
+    takeDownloadSlot(slots, res);
     await streamResults(res, store, m, summaryOf(m), q, (matrix, as) => reports.get(matrix, as));
   };
 }

@@ -343,7 +343,7 @@ export const SETTINGS = {
     flag: '--max-downloads <n>',
     schema: z.coerce.number().int().min(1).max(1000).default(8),
     default: '8',
-    doc: 'Most results requests (`GET /v1/matrices/:id/results`, any format, one page each) answered at once; more are refused with 503 and `Retry-After`.',
+    doc: 'Most downloads answered at once: results requests (`GET /v1/matrices/:id/results`, any format, one page each) and HTML reports (`GET /v1/matrices/:id/report.html`) together; more are refused with 503 and `Retry-After`.',
   },
   maxStreams: {
     env: 'FSBENCH_MAX_STREAMS',

@@ -189,7 +189,7 @@ describe('runs as a page writes them', () => {
 });
 
 describe('caps on heavy readers', () => {
-  it('refuses a download beyond FSBENCH_MAX_DOWNLOADS with 503 and Retry-After, and frees the slot when the client goes away', async () => {
+  it('refuses a download beyond FSBENCH_MAX_DOWNLOADS (results and HTML reports alike) with 503 and Retry-After, and frees the slot when the client goes away', async () => {
     const c = await cluster.coordinator({ maxDownloads: 1 });
     // About 40 MB of runs: far more than the kernel buffers of a socket nobody reads.
     storeMatrix(c.dataDir, 'heavy', { cells: 100, repetitions: 4, machines: ['alpha'], buckets: 4000 });
@@ -202,12 +202,17 @@ describe('caps on heavy readers', () => {
       const body = ErrorBody.parse(await refused.json());
       expect(body.error.code).toBe('UNAVAILABLE');
       expect(body.error.message).toContain('FSBENCH_MAX_DOWNLOADS');
-      // Still refused while the first is held, however often asked.
+      // Still refused while the first is held, however often asked, and the HTML report, a
+      // download too, waits for the same slots.
       expect((await fetch(`${c.url}/v1/matrices/heavy/results?format=md`)).status).toBe(503);
+      const html = await fetch(`${c.url}/v1/matrices/heavy/report.html`);
+      expect(html.status).toBe(503);
+      expect(ErrorBody.parse(await html.json()).error.message).toContain('FSBENCH_MAX_DOWNLOADS');
     } finally {
       slow.socket.destroy();
     }
     await eventually(async () => (await fetch(`${c.url}/v1/matrices/heavy/results?limit=1`)).status === 200);
+    expect((await fetch(`${c.url}/v1/matrices/heavy/report.html`)).status).toBe(200);
     // A request refused before its slot (a 404, a 400) takes none.
     expect((await fetch(`${c.url}/v1/matrices/nosuch/results`)).status).toBe(404);
     expect((await fetch(`${c.url}/v1/matrices/heavy/results?limit=0`)).status).toBe(400);
