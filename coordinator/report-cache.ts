@@ -9,6 +9,7 @@ import path from 'node:path';
 import { parentPort, Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { FsbenchError, isErrorCode, toFsbenchError } from '../contract/errors.js';
+import { adaptiveRepetitions } from '../contract/matrix.js';
 import { buildReport } from '../report/build.js';
 import { render } from '../report/export/index.js';
 import { renderHtmlReport } from '../report/html.js';
@@ -31,7 +32,14 @@ const REPORT_CACHE_BYTES = 64 * 1024 ** 2;
 export function matrixReport(store: Store, m: MatrixRecord): Report {
   const source = storeRunSource(store)(m.id);
   if (!source) throw new FsbenchError('NOT_FOUND', `no matrix ${m.id}`);
-  return buildReport(source.runs, { title: `${m.name} (${m.id}): ${m.state}`, grouped: true, cellOrder: source.cellOrder, fingerprintOf: source.fingerprintOf });
+  const adaptive = adaptiveRepetitions(m.spec);
+  return buildReport(source.runs, {
+    title: `${m.name} (${m.id}): ${m.state}`,
+    grouped: true,
+    cellOrder: source.cellOrder,
+    fingerprintOf: source.fingerprintOf,
+    ...(adaptive ? { precision: { metric: adaptive.metric, target: adaptive.target } } : {}),
+  });
 }
 
 /** A report as an answer carries it: the JSON inside a results page, an exporter's text, or the HTML page. */

@@ -7,7 +7,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { describeCell, varyingParams, type Cell } from '../contract/matrix.js';
 import { isMeasure } from '../contract/metrics.js';
 import { metricDoc, metricInfos, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
-import { CellAggregator, type AggregatableRun, type CellAggregate } from '../stats/aggregate.js';
+import { CellAggregator, type AggregatableRun, type CellAggregate, type CellPrecision } from '../stats/aggregate.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { sweepKnees } from './knees.js';
 import type { CellReport, MachineReport, MetricStats, NoiseVerdict, Report } from './model.js';
@@ -29,6 +29,11 @@ export interface ReportOptions {
    * coordinator's store); asked when the report is finished.
    */
   readonly fingerprintOf?: (machine: string) => MachineFingerprint | null;
+  /**
+   * The precision every cell was run to under `repetitions: auto`, where the runs do not say
+   * (the coordinator's store keeps runs' info apart; the matrix's spec says it).
+   */
+  readonly precision?: CellPrecision | undefined;
 }
 
 function isFingerprint(f: AggregatableRun['fingerprint']): f is MachineFingerprint {
@@ -88,6 +93,7 @@ function compactCell(a: CellAggregate): Omit<NotelessCell, 'label' | 'noise'> {
     histograms,
     ...(samples ? { samples } : {}),
     ...(a.interference ? { interference: a.interference } : {}),
+    ...(a.precision ? { precision: a.precision } : {}),
   };
 }
 
@@ -147,6 +153,7 @@ export class ReportBuilder {
       runs: c.runs, ok: c.ok, failed: c.failed, skipped: c.skipped, problem: c.problem,
       metrics: c.metrics, histograms: c.histograms, noise: verdict(c.metrics, judgedMetrics(c.workload)), samples: c.samples,
       interference: c.interference,
+      precision: c.precision ?? this.options.precision,
     }));
     const severalMachines = machines.length > 1;
     const notes: string[] = [];

@@ -4,13 +4,18 @@
  * interference summary, and never recomputes a statistic.
  */
 import { metricDoc } from '../contract/workloads/index.js';
+import type { CellPrecision } from '../stats/aggregate.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { NOISE_DEFAULTS } from '../stats/noise.js';
 import { formatCv, formatPercent } from './format.js';
 import type { CellInterferenceSummary, CellReport } from './model.js';
 
 /** A cell before its notes are written, with what its interference notes read. */
-export type NotelessCell = Omit<CellReport, 'notes'> & { readonly interference?: CellInterferenceSummary | undefined };
+export type NotelessCell = Omit<CellReport, 'notes'> & {
+  readonly interference?: CellInterferenceSummary | undefined;
+  /** The precision the cell was run to under `repetitions: auto`. */
+  readonly precision?: CellPrecision | undefined;
+};
 
 /**
  * A headline metric moving with the interference this closely (|Spearman rho|), over at least
@@ -147,5 +152,20 @@ export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headlin
     ...spreadNotes(c, headline, noise),
     ...flaggedNote(c),
     ...interferenceSpreadNotes(c, headline, noise),
+    ...precisionNote(c),
   ];
+}
+
+/**
+ * Under `repetitions: auto`: whether the cell's median got as precise as asked, from its own 95%
+ * CI (the interval stats/precision.ts judged it by while it ran).
+ */
+function precisionNote(c: NotelessCell): string[] {
+  const p = c.precision;
+  if (!p) return [];
+  const m = c.metrics[p.metric];
+  const hw = m && m.ciLow !== null && m.ciHigh !== null && m.median !== 0 ? (m.ciHigh - m.ciLow) / 2 / Math.abs(m.median) : null;
+  const asked = `the ±${formatPercent(p.target)} asked for (repetitions: auto)`;
+  if (hw !== null && hw <= p.target) return [`the median of ${p.metric} is known to ±${formatPercent(hw)} (95% CI) after ${c.ok} runs: within ${asked}.`];
+  return [`the median of ${p.metric} is ${hw === null ? 'without a 95% CI' : `known only to ±${formatPercent(hw)} (95% CI)`} after ${c.ok} runs: short of ${asked}.`];
 }

@@ -32,6 +32,14 @@ export interface AggregatableRun {
   readonly reason?: string;
   /** What else the machine did during the run; absent from runs of versions that did not measure it. */
   readonly interference?: RunInterference;
+  /** How the run was made (an ok run's `info`): aggregation reads the precision its cell was run to. */
+  readonly info?: Readonly<Record<string, string | number | boolean | null>>;
+}
+
+/** The precision a cell was run to under `repetitions: auto` (its runs' `info`). */
+export interface CellPrecision {
+  readonly metric: string;
+  readonly target: number;
 }
 
 /** What aggregation reads of a run's interference. */
@@ -107,6 +115,8 @@ export interface CellAggregate {
   readonly histograms: Readonly<Record<string, { readonly merged: Histogram; readonly summary: HistogramSummary }>>;
   /** Present when any ok run measured interference. */
   readonly interference?: CellInterference;
+  /** Present when the cell was run under `repetitions: auto`. */
+  readonly precision?: CellPrecision;
 }
 
 export interface AggregateOptions {
@@ -136,6 +146,7 @@ class CellAccumulator {
   readonly histograms = new Map<string, HistogramAccumulator>();
   /** Ok runs' interference, each with its headline metrics' values, for the cell's summary. */
   readonly disturbed: DisturbedRun[] = [];
+  precision: CellPrecision | undefined;
 
   constructor(readonly first: AggregatableRun) {}
 
@@ -147,6 +158,10 @@ class CellAccumulator {
       return;
     }
     this.ok++;
+    const info = run.info;
+    if (this.precision === undefined && typeof info?.['precisionMetric'] === 'string' && typeof info['precisionTarget'] === 'number') {
+      this.precision = { metric: info['precisionMetric'], target: info['precisionTarget'] };
+    }
     const m = run.metrics ?? {};
     if (run.interference) {
       const { stealFraction, outsideCpuFraction, flagged } = run.interference;
@@ -209,6 +224,7 @@ class CellAccumulator {
       metrics,
       histograms,
       ...(interference ? { interference } : {}),
+      ...(this.precision ? { precision: this.precision } : {}),
     };
   }
 }

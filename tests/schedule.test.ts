@@ -11,6 +11,7 @@ import type { RunResult } from '../contract/result.js';
 import { runOrder } from '../contract/schedule.js';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { collectFingerprint } from '../host/fingerprint.js';
+import { buildReport } from '../report/build.js';
 import { runMatrixLocally, type CellOutcome } from '../runner/local.js';
 import { relativeHalfWidth } from '../stats/precision.js';
 import { useCluster } from './helpers/cluster.js';
@@ -71,8 +72,13 @@ describe('repetitions: auto in fsbench run', () => {
       [0, 'reached', 6],
       [50, 'max', 12],
     ]);
-    // Every run says how it was scheduled.
+    // Every run says how it was scheduled, and the report built from the runs alone says which cell got there.
     for (const r of runs) expect(r.state === 'ok' && r.info).toMatchObject({ order: 'interleaved', precisionMetric: 'value', precisionTarget: 0.02 });
+    const notes = buildReport(runs, { title: 't' }).cells.map((c) => [c.params['jitter'], c.notes.filter((n) => n.includes('repetitions: auto'))]);
+    expect(notes).toEqual([
+      [0, ['the median of value is known to ±0.0% (95% CI) after 6 runs: within the ±2.0% asked for (repetitions: auto).']],
+      [50, [expect.stringMatching(/^the median of value is known only to ±\d+(\.\d)?% \(95% CI\) after 12 runs: short of the ±2\.0% asked for \(repetitions: auto\)\.$/)]],
+    ]);
   });
 
   it('is refused with a message naming each field that contradicts it', () => {
@@ -162,6 +168,14 @@ describe('through a coordinator', () => {
     expect(detail.runs).toBe(18);
     expect(detail.precision).toMatchObject({ metric: 'value', target: 0.02, reached: 1, atMaximum: 1, measuring: 0, stopped: 0 });
     expect(detail.precision?.imprecise.map((x) => x.runs)).toEqual([12]);
+    // The coordinator's report says it per cell too (its runs' info is not aggregated: the spec says it).
+    const Report = z.object({ report: z.object({ cells: z.array(z.object({ params: z.record(z.string(), z.unknown()), notes: z.array(z.string()) }).loose()) }).loose() }).loose();
+    const { report } = Report.parse(await client.json('GET', `/v1/matrices/${submitted.id}/results?format=json&limit=1`));
+    const verdicts = report.cells.map((cell) => [cell.params['jitter'], cell.notes.some((n) => n.includes('within the ±2.0% asked for')), cell.notes.some((n) => n.includes('short of the ±2.0% asked for'))]);
+    expect(verdicts).toEqual([
+      [0, true, false],
+      [50, false, true],
+    ]);
   });
 
   it('queues a sequential matrix cell after cell and an interleaved one round by round, as the one agent runs them', async () => {
