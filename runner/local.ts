@@ -148,7 +148,6 @@ export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]>
         return true;
       }
     }
-    if (!st.warmed) st.made = matrix.warmup;
     st.warmed = true;
     if (cancelled()) return false;
     progress(cellIndex, 'measure', st.repetitions);
