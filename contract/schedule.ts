@@ -52,8 +52,11 @@ export function newSeed(): number {
   return Math.floor(Math.random() * 0x1_0000_0000);
 }
 
-/** mulberry32: a small PRNG whose whole state is the 32-bit seed, so a seed replays an order. */
-function prng(seed: number): () => number {
+/**
+ * mulberry32 (Tommy Ettinger's public-domain generator), uniform in [0, 1): its whole state is the
+ * 32-bit seed, so a seed replays an order.
+ */
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -70,7 +73,7 @@ function prng(seed: number): () => number {
  */
 export function* rounds(cells: number, order: RunOrder, seed: number | undefined): Generator<readonly number[], never> {
   const identity: readonly number[] = Array.from({ length: cells }, (_, i) => i);
-  const next = prng(seed ?? 0);
+  const next = mulberry32(seed ?? 0);
   for (;;) {
     if (order !== 'shuffled') {
       yield identity;

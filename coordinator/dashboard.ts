@@ -13,10 +13,10 @@ import { openApiDocument } from './openapi.js';
 export const DASHBOARD_DIR = path.join(PACKAGE_ROOT, 'dashboard');
 
 /**
- * Compiled modules the page imports as they are, so the dashboard formats numbers with the very
- * functions every other output uses. Each imports nothing outside this list.
+ * Compiled modules the page imports as they are, so the dashboard formats numbers and describes
+ * machines with the very functions every other output uses. Each imports nothing outside this list.
  */
-const SHARED_MODULES = ['report/format.js', 'contract/units.js'] as const;
+const SHARED_MODULES = ['report/format.js', 'contract/units.js', 'compare/machine-facts.js'] as const;
 
 /** Chart.js's self-contained UMD build, resolved the way Node resolves the package. */
 export function chartJsFile(): string {

@@ -61,6 +61,8 @@ export class CellPlans {
     private readonly db: Database.Database,
     /** A matrix's spec, or undefined for an unknown or unreadable one. */
     private readonly specOf: (matrixId: string) => Matrix | undefined,
+    /** Marks a matrix done once it has stored its expected runs (the store's own rule). */
+    private readonly finishIfComplete: (matrixId: string, now: number) => void,
   ) {
     db.exec(SCHEMA);
   }
@@ -135,9 +137,6 @@ export class CellPlans {
     const more = this.db.prepare('UPDATE cell_plans SET planned = planned + 1 WHERE matrix_id = ? AND cell_id = ? AND target = ?');
     const settle = this.db.prepare('UPDATE cell_plans SET verdict = ?, half_width = ? WHERE matrix_id = ? AND cell_id = ? AND target = ?');
     const expectFewer = this.db.prepare('UPDATE matrices SET expected_runs = expected_runs - ? WHERE id = ?');
-    const finish = this.db.prepare(
-      "UPDATE matrices SET state = 'done', finished_at = ? WHERE id = ? AND state IN ('queued', 'running') AND stored_runs >= expected_runs",
-    );
     // Once per matrix, not per cell: a batch of a fixed-count matrix touches hundreds of cells.
     const specs = new Map<string, Matrix | undefined>();
     const specOf = (id: string) => {
@@ -163,7 +162,7 @@ export class CellPlans {
         }
         settle.run(verdict === 'more' ? 'max' : verdict, relativeHalfWidth(got), c.matrixId, c.cellId, c.target);
         expectFewer.run(maxRepetitions(spec) - p.data.planned, c.matrixId);
-        finish.run(Date.now(), c.matrixId);
+        this.finishIfComplete(c.matrixId, Date.now());
         changed.add(c.matrixId);
       }
     })();

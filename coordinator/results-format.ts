@@ -133,16 +133,6 @@ async function* chunks(store: Store, m: MatrixRecord, after: RunPosition | null,
   }
 }
 
-/**
- * A run's JSON with its interference, when it has any: the stored text as it is, like the
- * metrics (run-rows.ts wrote it with JSON.stringify from a run the contract had checked).
- * runJson ends every run with its closing brace, so the field goes just before it.
- */
-function runWithInterference(row: PositionedRunRow, withHistograms: boolean): string {
-  const json = runJson(row, withHistograms);
-  return row.interference === null ? json : `${json.slice(0, -1)},"interference":${row.interference}}`;
-}
-
 /** Each text of `rows`, made as it is needed. */
 function* texts(rows: readonly PositionedRunRow[], f: (row: PositionedRunRow) => string): Generator<string> {
   for (const row of rows) yield f(row);
@@ -180,7 +170,7 @@ async function writeJson(res: Response, store: Store, m: MatrixRecord, summary: 
   const last: { at: RunPosition | null } = { at: null };
   let written = 0;
   for await (const rows of chunks(store, m, after, limit, last)) {
-    if (!(await putAll(res, texts(rows, (row) => runWithInterference(row, q.histograms)), ',', written === 0))) return;
+    if (!(await putAll(res, texts(rows, (row) => runJson(row, q.histograms)), ',', written === 0))) return;
     written += rows.length;
   }
   const more = written === limit && last.at !== null && store.runsPage(m.id, last.at, 1).length > 0;

@@ -88,13 +88,15 @@ export function runJson(row: RunRow, withHistograms: boolean): string {
     `,"finishedAt":${str(row.finished_at)},"storedAt":${str(new Date(row.stored_at).toISOString())},"attempts":${str(row.attempts)}`;
   const details = row.details === null ? {} : Details.parse(JSON.parse(row.details));
   const limits = JSON.stringify(details.limits ?? null);
+  // As stored, like the metrics (run-rows.ts wrote it from a run the contract had checked).
+  const interference = row.interference === null ? '' : `,"interference":${row.interference}`;
   switch (row.state) {
     case 'ok': {
       const histograms = withHistograms ? `,"histograms":${row.histograms ?? JSON.stringify(details.histograms ?? {})}` : '';
-      return `${base},"metrics":${row.metrics ?? '{}'},"limits":${limits},"info":${JSON.stringify(details.info ?? {})}${histograms}}`;
+      return `${base},"metrics":${row.metrics ?? '{}'},"limits":${limits},"info":${JSON.stringify(details.info ?? {})}${histograms}${interference}}`;
     }
     case 'failed':
-      return `${base},"error":${JSON.stringify({ code: row.error_code ?? 'INTERNAL', message: row.error_message ?? '' })},"limits":${limits}}`;
+      return `${base},"error":${JSON.stringify({ code: row.error_code ?? 'INTERNAL', message: row.error_message ?? '' })},"limits":${limits}${interference}}`;
     case 'skipped':
       return `${base},"reason":${str(row.reason ?? '')}}`;
   }

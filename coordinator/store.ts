@@ -158,7 +158,9 @@ export class Store {
     if (!columns.some((c) => c.name === 'histograms')) this.db.exec('ALTER TABLE runs ADD COLUMN histograms TEXT');
     // Runs stored before interference was measured keep it null.
     if (!columns.some((c) => c.name === 'interference')) this.db.exec('ALTER TABLE runs ADD COLUMN interference TEXT');
-    this.plans = new CellPlans(this.db, (id) => this.getMatrix(id)?.spec);
+    this.plans = new CellPlans(this.db, (id) => this.getMatrix(id)?.spec, (id, now) => {
+      this.storeStatements().finish.run(now, id);
+    });
   }
 
   /** How many runs each cell gets under `repetitions: auto` (plans.ts owns that table). */

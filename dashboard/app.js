@@ -3,6 +3,7 @@
 // REST API; hash routes (#/, #/agents, #/matrix/ID, #/compare?...) so every view has a link.
 import { genericCharts, inotifyBarCharts, inotifySweepCharts, metadataCharts } from './charts.js';
 import { compareTables, differingFactsTable } from './compare-tables.js';
+import { factsLine } from '/lib/compare/machine-facts.js';
 import { formatCv, formatNumber, formatSize, h, headlineMetrics } from './util.js';
 
 const view = document.getElementById('view');
@@ -128,30 +129,9 @@ async function matricesView() {
 
 // ---- agents ---------------------------------------------------------------------------------
 
-/**
- * A fingerprint's kernel facts in one line, the unknown ones left out, as `fsbench agents`
- * prints them (compare/machine-facts.ts factsLine): what tells two machines' numbers apart.
- */
-function factsLine(f) {
-  const x = f?.facts;
-  if (!x) return '';
-  const s = x.scratch;
-  const smt = x.smtControl === 'notsupported' || x.smtControl === 'notimplemented' ? x.smtControl : [x.smtControl, x.smtActive === null ? null : x.smtActive ? 'active' : 'inactive'].filter((v) => v !== null).join(', ');
-  const rotational = (v) => (v === null || v === undefined ? null : v ? 'rotational' : 'ssd');
-  return [
-    x.cpuGovernor === null ? 'no cpufreq' : `governor ${x.cpuGovernor}`,
-    x.cpuBoost === null ? null : `boost ${x.cpuBoost ? 'on' : 'off'}`,
-    smt === '' ? null : `SMT ${smt}`,
-    x.thpEnabled === null ? null : `THP ${x.thpEnabled}`,
-    x.numaNodes === null ? null : `${x.numaNodes} NUMA node${x.numaNodes === 1 ? '' : 's'}`,
-    x.virtualized === null ? null : x.virtualized ? (x.hypervisor ?? 'VM') : 'bare metal',
-    x.clocksource,
-    x.cpuLimit === null ? null : `cgroup ${x.cpuLimit} CPUs`,
-    x.memoryLimitBytes === null ? null : `cgroup ${formatSize(x.memoryLimitBytes)}`,
-    s ? `scratch: ${[s.device, rotational(s.rotational), s.scheduler, s.fsType].filter((v) => v !== null).join(' ')}` : null,
-  ]
-    .filter((p) => p !== null && p !== '')
-    .join(', ');
+/** A fingerprint's kernel facts in one line, as `fsbench agents` prints them; none for an older agent's. */
+function factsLineOf(f) {
+  return f?.facts ? factsLine(f) : '';
 }
 
 function agentsSection(agents) {
@@ -170,7 +150,7 @@ function agentsSection(agents) {
       h('td', {}, `${f.kernel.release} ${f.kernel.arch}`),
       h('td', {}, f.targetFs ?? 'n/a', f.container.inContainer ? ` (in ${f.container.runtime ?? 'a container'})` : ''),
       h('td', {}, limits),
-      h('td', { class: 'facts' }, factsLine(f)),
+      h('td', { class: 'facts' }, factsLineOf(f)),
       h('td', {}, new Date(a.lastHeartbeat).toLocaleTimeString()),
     );
   });
@@ -309,7 +289,7 @@ async function matrixView(id) {
   const panels = chartsFor(report);
   const fingerprints = new Map((report.machines ?? []).map((m) => [m.machine, m.fingerprint]));
   const machines = (detail.machines ?? []).map((m) => {
-    const facts = factsLine(fingerprints.get(m.machine));
+    const facts = factsLineOf(fingerprints.get(m.machine));
     return h(
       'li',
       { dataset: { machine: m.machine } },
