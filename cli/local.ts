@@ -13,7 +13,7 @@ import { formatPercent } from '../report/format.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
 import { exportableReport } from '../report/results-view.js';
 import { collectFingerprint } from '../host/fingerprint.js';
-import { runMatrixLocally, type CellOutcome } from '../runner/local.js';
+import { openJournal, runMatrixLocally, type CellOutcome } from '../runner/local.js';
 import { nativeProgram } from '../host/native.js';
 import { loadSettings, settingsMarkdown } from '../settings/index.js';
 import { progressPrinter } from './progress.js';
@@ -70,7 +70,12 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
   // A missing native build is reported before any run starts, not as N failed runs.
   if (matrix.workload === 'inotify') nativeProgram('probe');
   if (matrix.workload === 'metadata') nativeProgram('metadata');
-  const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels }, settings.scratch);
+  const log = (line: string) => process.stderr.write(`fsbench: ${line}\n`);
+  // First of all: a scratch or journal directory another local user controls is refused
+  // (DIRECTORY_UNSAFE) before anything reads or writes it, and this run's owner lock is held
+  // until the end (closed below; should this process die, the lock goes with it).
+  const journal = await openJournal(settings.scratch, log, settings.journalDir, settings.allowedTargets);
+  const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels }, journal.scratch);
   const out = jsonlWriter(flags.out);
 
   const controller = new AbortController();
@@ -91,8 +96,8 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
     runs = await runMatrixLocally({
       matrix,
       cells,
-      scratchDir: settings.scratch,
-      journalDir: settings.journalDir,
+      scratchDir: journal.scratch,
+      journal,
       budget: { allowedTargets: settings.allowedTargets, maxQueuedEvents: settings.maxQueuedEvents, maxWatches: settings.maxWatches },
       interference: { maxSteal: settings.maxSteal, maxOutsideCpu: settings.maxOutsideCpu },
       fingerprint,
@@ -105,11 +110,12 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
         const line = precisionLine(matrix, outcomes);
         if (line) process.stderr.write(`fsbench: ${line}\n`);
       },
-      log: (line) => process.stderr.write(`fsbench: ${line}\n`),
+      log,
     });
   } finally {
     progress.done();
     out.close();
+    await journal.close();
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "safe-open.h"
+
 #define MAX_BUF (1L << 20)
 
 static volatile sig_atomic_t stop_requested;
@@ -132,7 +134,7 @@ static void phase_create(int root, const struct opts *o, char *buf, struct count
     for (long f = 0; f < o->files; f++) {
       check_stop(c->files);
       file_name(path, sizeof path, d, f);
-      int fd = openat(root, path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+      int fd = openat(root, path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
       if (fd < 0) fail_errno("create", path, c->files);
       write_all(fd, buf, o->file_size, path, c->files);
       if (per_file && fsync(fd) < 0) fail_errno("fsync", path, c->files);
@@ -314,8 +316,15 @@ int main(int argc, char **argv) {
   if (!buf) fail("ENOMEM", 0, "cannot allocate %ld bytes", buf_len);
   // Non-zero bytes, so no filesystem can store the files as holes.
   memset(buf, 'x', (size_t)buf_len);
-  int root = open(o.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) fail_errno("open", o.root, 0);
+  // No symlink in any component, and a directory this user owns: a run directory swapped for a
+  // symlink after fsbench made it is refused, never written in or unlinked from.
+  int root = fsb_open_dir_nofollow(o.root);
+  if (root < 0) fail_errno("open (without following symlinks)", o.root, 0);
+  struct stat rst;
+  if (fstat(root, &rst) < 0) fail_errno("stat", o.root, 0);
+  if (rst.st_uid != geteuid())
+    fail("TARGET_UNUSABLE", 0, "%s is owned by uid %u, not by this process's uid %u: refusing to work in a directory someone else controls",
+         o.root, (unsigned)rst.st_uid, (unsigned)geteuid());
 
   struct counts c = {0};
   long long sync_ns = 0;

@@ -84,6 +84,8 @@ extern int fanotify_init(unsigned int flags, unsigned int event_f_flags);
 extern int fanotify_mark(int fanotify_fd, unsigned int flags, uint64_t mask, int dirfd, const char *pathname);
 #endif
 
+#include "safe-open.h"
+
 /* name_to_handle_at flag (Linux 6.5) for a handle that only identifies, as fanotify reports it;
  * it also works on filesystems that cannot decode handles. Older kernels say EINVAL. */
 #ifndef AT_HANDLE_FID
@@ -960,10 +962,24 @@ static rlim_t raise_nofile(void) {
   return rl.rlim_cur;
 }
 
+/*
+ * Creates NAME in DFD, never through a symlink: O_EXCL|O_NOFOLLOW, so a `file.00000 -> /etc/passwd`
+ * left in the directory is refused rather than truncated. A file that exists already (a probe run
+ * again in the same directory) is reused only when it is a regular file of this user with one
+ * link, so neither a symlink nor a hard link to someone else's file is ever written.
+ */
 static int create_file(int dfd, const char *name, rlim_t nofile) {
-  int fd = openat(dfd, name, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  int fd = openat(dfd, name, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0644);
   if (fd >= 0) return fd;
   int e = errno;
+  if (e == EEXIST) {
+    fd = openat(dfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 && ftruncate(fd, 0) == 0)
+      return fd;
+    die(EXIT_RUNTIME, "TARGET_UNUSABLE", "%s in %s exists and is not a regular file of this user with a single link "
+        "(a symlink or a hard link planted there?): refusing to write to it; give the probe a fresh directory", name, g.o.dir);
+  }
   if (e == EMFILE)
     die(EXIT_RUNTIME, "LIMIT_REACHED", "cannot open %s in %s: %s; the open-files limit (RLIMIT_NOFILE, %llu after "
         "raising the soft limit to the hard one) is too small for %lld files and %lld writers: raise 'ulimit -Hn' or use fewer files",
@@ -1298,10 +1314,24 @@ static int cmd_inotify(int argc, char **argv) {
 
   rlim_t nofile = raise_nofile();
 
-  int dfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0)
+  /*
+   * No symlink in any component, and a directory this user owns: a run directory swapped for a
+   * symlink (or for someone else's directory) after fsbench made it is refused, never written in.
+   */
+  int dfd = fsb_open_dir_nofollow(o->dir);
+  if (dfd < 0) {
+    int e = errno;
+    if (e == ELOOP || e == ENOTDIR)
+      die(EXIT_RUNTIME, "TARGET_UNUSABLE", "cannot open the directory %s: %s; --dir must name an existing directory reached "
+          "without symlinks (is it, or a directory on its path, a symlink?)", o->dir, strerror(e));
     die(EXIT_RUNTIME, "TARGET_UNUSABLE", "cannot open the directory %s: %s; --dir must name an existing directory",
-        o->dir, strerror(errno));
+        o->dir, strerror(e));
+  }
+  struct stat dst;
+  if (fstat(dfd, &dst) < 0) die(EXIT_RUNTIME, "TARGET_UNUSABLE", "cannot stat the directory %s: %s", o->dir, strerror(errno));
+  if (dst.st_uid != geteuid())
+    die(EXIT_RUNTIME, "TARGET_UNUSABLE", "the directory %s is owned by uid %u, not by this process's uid %u: refusing to create "
+        "files in a directory someone else controls", o->dir, (unsigned)dst.st_uid, (unsigned)geteuid());
 
   /* CPU placement. */
   g.reader_cpu = -1;

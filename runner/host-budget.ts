@@ -11,7 +11,7 @@
  *   fanotify its own max_queued_events, its marks and FAN_UNLIMITED_QUEUE;
  * - `target` directories, resolved, inside the scratch directory or an allowed root.
  */
-import { readFile, realpath, statfs } from 'node:fs/promises';
+import { readFile, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
@@ -19,6 +19,7 @@ import type { Cell } from '../contract/matrix.js';
 import { defaultValue } from '../contract/params.js';
 import { formatSize } from '../contract/units.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
+import { resolveAllowedTarget } from '../host/safe-dir.js';
 import { tmpfsBytes } from '../workloads/inotify/target.js';
 import { MetadataParams } from '../workloads/metadata/params.js';
 import { bytesNeeded } from '../workloads/metadata/space.js';
@@ -134,29 +135,13 @@ function tooSmall(what: string, need: number, have: string, fix: string): Fsbenc
 }
 
 /**
- * Resolves a `target` path and refuses it outside the allowed roots. A missing directory is the
- * workload's own TARGET_UNUSABLE, so the answer says what is wrong with it.
+ * Resolves a `target` path and refuses it outside the allowed roots (host/safe-dir.ts). The
+ * workload resolves and checks it again against its journal's roots (the same ones) and uses
+ * the resolved path it checked; this check is here so that a refused cell fails before
+ * anything of the run exists, and sizes the run against the filesystem the path resolves to.
  */
 async function allowedTarget(target: string, scratchDir: string, budget: HostBudget): Promise<string> {
-  if (!path.isAbsolute(target) || path.normalize(target) !== target || target.split('/').includes('..')) {
-    throw new FsbenchError('TARGET_NOT_ALLOWED', `target ${target} is not a normalised absolute path`);
-  }
-  let real: string;
-  try {
-    real = await realpath(target);
-  } catch (err) {
-    throw new FsbenchError('TARGET_UNUSABLE', `target ${target} is not an existing directory (${err instanceof Error ? err.message : String(err)})`);
-  }
-  const roots = [scratchDir, ...budget.allowedTargets];
-  for (const root of roots) {
-    const realRoot = await realpath(root).catch(() => path.resolve(root));
-    if (real === realRoot || real.startsWith(`${realRoot}/`)) return real;
-  }
-  throw new FsbenchError(
-    'TARGET_NOT_ALLOWED',
-    `target ${target}${real === target ? '' : ` (${real})`} is outside the directories this host allows runs in (${roots.join(', ')}): ` +
-      'use a directory under one of them, or add its root to FSBENCH_ALLOWED_TARGETS on the host',
-  );
+  return resolveAllowedTarget(target, [scratchDir, ...budget.allowedTargets]);
 }
 
 async function checkInotify(cell: Cell, scratchDir: string, budget: HostBudget): Promise<void> {

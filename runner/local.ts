@@ -37,6 +37,12 @@ export interface LocalRunOptions {
   readonly log: (line: string) => void;
   /** The host's journal (FSBENCH_JOURNAL_DIR); by default inside the scratch directory. */
   readonly journalDir?: string | undefined;
+  /**
+   * The journal, opened already (and recovered) by the caller, who closes it: `fsbench run` opens
+   * it first of all, so the scratch directory is checked before anything else uses it. Without
+   * one, the run opens its own (openJournal) and closes it at the end.
+   */
+  readonly journal?: Journal;
   /** What this host lets a cell take (FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES). */
   readonly budget?: HostBudget;
   /** When a run counts as disturbed (FSBENCH_MAX_STEAL, FSBENCH_MAX_OUTSIDE_CPU). */
@@ -45,7 +51,11 @@ export interface LocalRunOptions {
   readonly onCellsDone?: (outcomes: readonly CellOutcome[]) => void;
 }
 
-/** The journal of the host, found again by whatever runs next here, so a killed run's changes are undone. */
+/**
+ * The journal of the host, found again by whatever runs next here, so a killed run's changes are
+ * undone. Opening it checks that only root (or this user) controls the scratch and journal
+ * directories (DIRECTORY_UNSAFE otherwise) and takes this process's owner lock: close it.
+ */
 export async function openJournal(
   scratchDir: string,
   log: (line: string) => void,
@@ -53,7 +63,12 @@ export async function openJournal(
   targets: readonly string[] = [],
 ): Promise<Journal> {
   const journal = await Journal.open(journalDir, { scratch: scratchDir, targets });
-  for (const line of await journal.recover()) log(`recovered from an earlier run: ${line}`);
+  try {
+    for (const line of await journal.recover()) log(`recovered from an earlier run: ${line}`);
+  } catch (err) {
+    await journal.close();
+    throw err;
+  }
   return journal;
 }
 
@@ -88,7 +103,16 @@ interface CellState {
  * rounds once its median is precise enough (stats/precision.ts) or it reached the maximum.
  */
 export async function runMatrixLocally(o: LocalRunOptions): Promise<RunResult[]> {
+  if (o.journal) return runWithJournal(o, o.journal);
   const journal = await openJournal(o.scratchDir, o.log, o.journalDir, o.budget?.allowedTargets);
+  try {
+    return await runWithJournal(o, journal);
+  } finally {
+    await journal.close();
+  }
+}
+
+async function runWithJournal(o: LocalRunOptions, journal: Journal): Promise<RunResult[]> {
   const ctx = {
     scratchDir: o.scratchDir,
     journal,

@@ -2,7 +2,6 @@
  * The run container's side: runs one cell in this process, exactly as an agent would without a
  * sandbox, and turns whatever happens into one SandboxOutput. Started by `fsbench run-cell`.
  */
-import { mkdir } from 'node:fs/promises';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { Cell } from '../contract/matrix.js';
 import { Journal } from '../host/journal.js';
@@ -38,11 +37,16 @@ export async function runInside(cellJson: string, o: InsideOptions): Promise<San
     if (containerShape(cell) !== null) {
       throw new FsbenchError('SANDBOX_FAILED', 'run-cell runs cells with container.storage: none only (a sandbox never starts another)');
     }
-    await mkdir(o.scratchDir, { recursive: true });
-    const journal = await Journal.open(o.journalDir);
-    for (const line of await journal.recover()) o.log(`recovered: ${line}`);
-    const outcome = await RUNNERS[cell.workload].run(cell, { scratchDir: o.scratchDir, journal, signal: o.signal, log: o.log });
-    return { ok: true, outcome: { ...outcome } };
+    // Checked like any scratch directory (and made, mode 0700); the run holds its owner lock
+    // for as long as it runs, so the agent's sweep leaves its limits alone until it is gone.
+    const journal = await Journal.open(o.journalDir, { scratch: o.scratchDir });
+    try {
+      for (const line of await journal.recover()) o.log(`recovered: ${line}`);
+      const outcome = await RUNNERS[cell.workload].run(cell, { scratchDir: journal.scratch, journal, signal: o.signal, log: o.log });
+      return { ok: true, outcome: { ...outcome } };
+    } finally {
+      await journal.close();
+    }
   } catch (err) {
     const e = toFsbenchError(err, 'WORKLOAD_FAILED');
     return { ok: false, error: { code: e.code, message: e.message } };

@@ -245,7 +245,8 @@ export class SandboxRunner implements WorkloadRunner {
         case 'overlay':
           break;
         case 'tmpfs':
-          mounts.push({ Type: 'tmpfs', Target: WORK_DIR, Source: '' });
+          // Mode 0700: the run's scratch directory must be its own (a tmpfs is 1777 by default, which run-cell refuses); size 0: no limit of its own, the engine's default.
+          mounts.push({ Type: 'tmpfs', Target: WORK_DIR, Source: '', TmpfsOptions: { SizeBytes: 0, Mode: 0o700 } });
           break;
         case 'bind':
           await mkdir(path.join(runDir, 'work'), { recursive: true });

@@ -74,7 +74,12 @@ export async function sweepLeftovers(me: SweepIdentity, scratchDir: string): Pro
  */
 export async function restoreLimits(journalDir: string): Promise<string[]> {
   const journal = await Journal.open(journalDir);
-  const lines = await journal.recover({ ownersGone: true, kinds: ['sysctl'] });
-  return lines.map((line) => `${line} after a killed run container`);
+  try {
+    // Entries with an owner lock are restored only once the container's run-cell let go of it (it is gone).
+    const lines = await journal.recover({ ownersGone: true, kinds: ['sysctl'] });
+    return lines.map((line) => `${line} after a killed run container`);
+  } finally {
+    await journal.close();
+  }
 }
 

@@ -160,7 +160,8 @@ describe('without privileges', () => {
   it('fails a cell that needs a limit change, naming the privilege, instead of measuring under another limit', async () => {
     const dir = tempDir('fsbench-unpriv-');
     try {
-      chmodSync(dir.dir, 0o777);
+      // World-writable and sticky, as /tmp is: the unprivileged user's scratch directory inside it is its own.
+      chmodSync(dir.dir, 0o1777);
       const file = path.join(dir.dir, 'm.yaml');
       writeFileSync(file, `name: unpriv\nworkload: inotify\nwarmup: 0\nrepetitions: 1\nparams:\n  maxQueuedEvents: 5555\n  target: ${dir.dir}\n  duration: 100ms\n`);
       const child = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, CLI, 'run', file, '--scratch', path.join(dir.dir, 's'), '--allowed-targets', dir.dir, '--format', 'json', '--no-progress'], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -15,8 +15,9 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CoordinatorClient } from '../coordinator/client.js';
-import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
+import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { preEnroll } from './helpers/enroll.js';
 import { until } from './helpers/http.js';
 import { CLI, freshCli, mountsUnder } from './helpers/local.js';
 
@@ -107,6 +108,10 @@ describe('two agents of one host with separate scratch directories and one journ
     const coordinator = fsbench(['coordinator'], env);
     const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
     const scratchA = await tempDir('scratch-a');
+    // Enrolled before they start (their keys in their state directories, approved with the coordinator's key).
+    const enroll = async (scratch: string, machine: string) =>
+      preEnroll(redis.url, env.FSBENCH_QUEUE_PREFIX, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), path.join(scratch, 'agent'), env.FSBENCH_HOST_ID, machine);
+    await enroll(scratchA, 'a');
     const a = fsbench(['agent'], { ...env, FSBENCH_MACHINE: 'a', FSBENCH_SCRATCH: scratchA });
     await a.waitFor(/waiting for runs/);
 
@@ -120,6 +125,7 @@ describe('two agents of one host with separate scratch directories and one journ
     expect(Number((await readFile(QUEUED, 'utf8')).trim())).toBe(changed);
 
     const scratchB = await tempDir('scratch-b');
+    await enroll(scratchB, 'b');
     const b = fsbench(['agent'], { ...env, FSBENCH_MACHINE: 'b', FSBENCH_SCRATCH: scratchB });
     await b.waitFor(/waiting for runs/);
     const { id } = z.object({ id: z.string() }).parse(

@@ -1,12 +1,13 @@
 /** The directory a run's files live in: a private tmpfs, or a fresh subdirectory of a path. */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { FsbenchError } from '../../contract/errors.js';
 import { filesystemType } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
+import { resolveAllowedTarget } from '../../host/safe-dir.js';
 
 const exec = promisify(execFile);
 
@@ -23,23 +24,21 @@ export interface Target {
   readonly fsType: string | null;
 }
 
-/** Creates the run directory; everything it creates is undone by the teardown. */
+/**
+ * Creates the run directory; everything it creates is undone by the teardown. A `target` path
+ * is resolved (symlinks followed) and checked against the journal's roots (the scratch directory
+ * and FSBENCH_ALLOWED_TARGETS) here, and the resolved path is what the run then uses: the path
+ * that was checked, not one a symlink could later lead elsewhere. The probe opens the run
+ * directory without following symlinks and only if this user owns it (native/probe.c).
+ */
 export async function prepareTarget(
   teardown: Teardown,
   target: string,
   scratchDir: string,
   sizeBytes: number,
 ): Promise<Target> {
-  const parent = target === 'tmpfs' ? scratchDir : target;
-  try {
-    if (!(await stat(parent)).isDirectory()) throw new Error('not a directory');
-  } catch (err) {
-    if (target === 'tmpfs') {
-      await mkdir(scratchDir, { recursive: true });
-    } else {
-      throw new FsbenchError('TARGET_UNUSABLE', `target ${target} is not an existing directory (${err instanceof Error ? err.message : String(err)})`);
-    }
-  }
+  // The scratch directory was checked when the journal was opened (host/safe-dir.ts): only root controls it.
+  const parent = target === 'tmpfs' ? scratchDir : await resolveAllowedTarget(target, teardown.journal.allowedRoots);
   const dir = path.join(parent, `fsbench-inotify-${randomUUID().slice(0, 8)}`);
   await teardown.add({ kind: 'path', path: dir }, async () => {
     try {

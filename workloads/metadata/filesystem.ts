@@ -9,12 +9,13 @@
  * know, or names a device another process may have taken.
  */
 import { randomUUID } from 'node:crypto';
-import { lstat, mkdir, open, realpath, stat, statfs } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { FsbenchError } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
 import { filesystemType, readMounts, type Mount } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
+import { resolveAllowedTarget } from '../../host/safe-dir.js';
 import { command } from './command.js';
 import { btrfsGeometry, ext4Geometry, NO_GEOMETRY, xfsGeometry, type Geometry } from './geometry.js';
 import { makeFilesystem } from './mkfs.js';
@@ -35,9 +36,11 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** The scratch directory's real path, created if missing. */
+/**
+ * The scratch directory's real path. It exists: opening the journal made it, after checking that
+ * only root (or this user) controls it (host/safe-dir.ts).
+ */
 async function realScratch(scratchDir: string): Promise<string> {
-  await mkdir(scratchDir, { recursive: true });
   return realpath(scratchDir);
 }
 
@@ -134,17 +137,14 @@ async function geometryOf(p: MetadataParams, image: string): Promise<Geometry> {
   }
 }
 
-/** An existing directory for fs: none, resolved, with the run's own subdirectory in it. */
+/**
+ * An existing directory for fs: none, resolved and checked against the journal's roots (the
+ * scratch directory and FSBENCH_ALLOWED_TARGETS), with the run's own subdirectory in it: the
+ * resolved path that was checked is the one the run uses. The native loop opens the run
+ * directory without following symlinks and only if this user owns it (native/metadata.c).
+ */
 async function existingTarget(teardown: Teardown, p: MetadataParams, scratch: string): Promise<TestFilesystem> {
-  let parent = scratch;
-  if (p.target !== 'scratch') {
-    try {
-      parent = await realpath(p.target);
-      if (!(await stat(parent)).isDirectory()) throw new Error('not a directory');
-    } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `target ${p.target} is not an existing directory (${message(err)})`);
-    }
-  }
+  const parent = p.target === 'scratch' ? scratch : await resolveAllowedTarget(p.target, teardown.journal.allowedRoots);
   const root = await runDirectory(teardown, parent);
   const fsType = filesystemType(root);
   const geometry = { ...NO_GEOMETRY, blockSize: (await statfs(root)).bsize };

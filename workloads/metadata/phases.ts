@@ -40,6 +40,9 @@ const CODES: Readonly<Record<string, ErrorCode>> = {
   EDQUOT: 'NO_SPACE',
   CANCELLED: 'CANCELLED',
   USAGE: 'INTERNAL',
+  // The run directory was swapped for a symlink, or for a directory someone else owns.
+  TARGET_UNUSABLE: 'TARGET_UNUSABLE',
+  ELOOP: 'TARGET_UNUSABLE',
 };
 
 /** XFS geometry the `layout` phase maps inode numbers and block addresses with. */
