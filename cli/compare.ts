@@ -14,8 +14,7 @@ import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js
 import { readRunsFile, runsOfFile } from '../report/runs-file.js';
 import { ReportSchema } from '../report/schema.js';
 import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
-import { CoordinatorClient } from '../coordinator/client.js';
-import { loadSettings } from '../settings/index.js';
+import { clientFromSettings, type CoordinatorClient } from '../coordinator/client.js';
 
 type CompareFlags = {
   metric?: string[];
@@ -25,6 +24,8 @@ type CompareFlags = {
   candidateMachine?: string;
   url?: string;
   token?: string;
+  tokenFile?: string;
+  insecureToken?: boolean;
 };
 
 const REMOTE = /^matrix:(.+)$/;
@@ -117,10 +118,10 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
   if (!(alpha > 0 && alpha < 0.5)) throw new FsbenchError('CONFIG_INVALID', `--alpha ${flags.alpha} is not a number between 0 and 0.5`);
   const metrics = flags.metric?.flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
   const remote = [baseline, candidate].some((x) => REMOTE.test(x));
-  const settings = remote ? loadSettings(['url', 'token'], flags) : undefined;
+  const client = remote ? clientFromSettings(flags) : undefined;
   const runsOf = (ref: string, fingerprints: Fingerprints): AsyncIterable<AggregatableRun> => {
     const id = REMOTE.exec(ref)?.[1];
-    return id !== undefined && settings ? remoteRuns(id, new CoordinatorClient(settings.url, settings.token), fingerprints) : runsOfFile(ref);
+    return id !== undefined && client ? remoteRuns(id, client, fingerprints) : runsOfFile(ref);
   };
   const useMetrics = metrics && metrics.length > 0 ? metrics : undefined;
   const options = { ...(useMetrics ? { metrics: useMetrics } : {}), alpha };
@@ -145,10 +146,9 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
  */
 const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
 
-async function uploadCommand(file: string, flags: { url?: string; token?: string }): Promise<void> {
-  const settings = loadSettings(['url', 'token'], flags);
+async function uploadCommand(file: string, flags: { url?: string; token?: string; tokenFile?: string; insecureToken?: boolean }): Promise<void> {
+  const client = clientFromSettings(flags);
   const runs = await readRunsFile(file);
-  const client = new CoordinatorClient(settings.url, settings.token);
   const groups = new Map<string, string[]>();
   for (const r of runs) {
     const key = JSON.stringify([r.fingerprint.machine, r.matrix, r.workload]);
@@ -184,7 +184,9 @@ export function registerCompareCommands(program: Command): void {
     .option('--baseline-machine <name>', 'only the baseline runs from this machine')
     .option('--candidate-machine <name>', 'only the candidate runs from this machine')
     .option('--url <url>', 'coordinator for matrix:ID arguments (FSBENCH_URL)')
-    .option('--token <token>', 'bearer token for the coordinator (FSBENCH_TOKEN)')
+    .option('--token <token>', 'refused: a command line is readable by every user; use --token-file or FSBENCH_TOKEN')
+    .option('--token-file <path>', 'a file holding the bearer token for the coordinator (FSBENCH_TOKEN_FILE, or FSBENCH_TOKEN)')
+    .option('--insecure-token', 'send the token over plain http:// to another machine too (FSBENCH_INSECURE_TOKEN)')
     .action(compareCommand);
 
   program
@@ -192,6 +194,8 @@ export function registerCompareCommands(program: Command): void {
     .description('send a .jsonl file from `fsbench run --out` to the coordinator, where it joins comparisons (stored once however often it is sent)')
     .argument('<file>', 'the .jsonl file')
     .option('--url <url>', 'the coordinator (FSBENCH_URL)')
-    .option('--token <token>', 'bearer token (FSBENCH_TOKEN)')
+    .option('--token <token>', 'refused: a command line is readable by every user; use --token-file or FSBENCH_TOKEN')
+    .option('--token-file <path>', 'a file holding the bearer token (FSBENCH_TOKEN_FILE, or FSBENCH_TOKEN)')
+    .option('--insecure-token', 'send the token over plain http:// to another machine too (FSBENCH_INSECURE_TOKEN)')
     .action(uploadCommand);
 }

@@ -2,9 +2,11 @@
  * A small client of the coordinator's REST API, for the CLI, the tests and the benchmark. Error
  * answers become FsbenchErrors with the coordinator's code and message, so the CLI's one exit
  * point prints them like any other error, with the code unchanged and the catalog's exit code.
+ * It never sends the token where the network could read it, unless told to (FSBENCH_INSECURE_TOKEN).
  */
 import { z } from 'zod';
 import { FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
+import { loadSettings, type SettingName } from '../settings/index.js';
 
 export interface ServerSentEvent {
   readonly event: string;
@@ -79,11 +81,45 @@ export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenera
   }
 }
 
+/** A URL's host that is this machine by definition: nothing sent there crosses a network. */
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(hostname);
+}
+
+/**
+ * Refuses a token bound for plain HTTP off this machine: whoever reads it on the way (a shared
+ * network, a Wi-Fi, a compromised router) can submit matrices, which agents run as root.
+ */
+function refuseCleartextToken(baseUrl: string): void {
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    // The settings check FSBENCH_URL; a bad URL here fails at the first request, saying so.
+    return;
+  }
+  if (url.protocol !== 'http:' || isLoopbackHost(url.hostname)) return;
+  throw new FsbenchError(
+    'CONFIG_INVALID',
+    `refusing to send FSBENCH_TOKEN over plain http:// to ${url.host}, where anyone on the network path can read it: ` +
+      `use https:// (a TLS proxy in front of the coordinator) or an SSH tunnel (ssh -L 8080:127.0.0.1:8080 ${url.hostname}, then FSBENCH_URL=http://127.0.0.1:8080); ` +
+      'on a network you trust, FSBENCH_INSECURE_TOKEN=1 (--insecure-token) sends it anyway',
+  );
+}
+
+export interface ClientOptions {
+  /** Send the token over plain HTTP to another machine too (FSBENCH_INSECURE_TOKEN). */
+  readonly insecureToken?: boolean;
+}
+
 export class CoordinatorClient {
   constructor(
     readonly baseUrl: string,
     private readonly token?: string,
-  ) {}
+    options: ClientOptions = {},
+  ) {
+    if (token !== undefined && token !== '' && options.insecureToken !== true) refuseCleartextToken(baseUrl);
+  }
 
   /** `init.what` names the request in error messages (default: the method and path). */
   async fetch(method: string, path: string, init: { body?: string; contentType?: string; accept?: string; what?: string } = {}): Promise<Response> {
@@ -117,4 +153,13 @@ export class CoordinatorClient {
     if (!res.body) return;
     yield* readEvents(res.body);
   }
+}
+
+/** What the CLI's commands that talk to a coordinator take: where it is, the token, and whether plain HTTP may carry it. */
+export const CLIENT_SETTINGS = ['url', 'token', 'insecureToken'] as const satisfies readonly SettingName[];
+
+/** The CLI's client of the coordinator, from a command's flags and the environment. */
+export function clientFromSettings(flags: Readonly<Record<string, unknown>>, env: NodeJS.ProcessEnv = process.env): CoordinatorClient {
+  const s = loadSettings(CLIENT_SETTINGS, flags, env);
+  return new CoordinatorClient(s.url, s.token, { insecureToken: s.insecureToken });
 }

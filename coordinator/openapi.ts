@@ -1,13 +1,20 @@
 /**
  * `GET /openapi.json`: the coordinator's API described in OpenAPI 3.1, whose schemas are
  * generated from the same zod schemas that validate requests and results (zod 4's
- * z.toJSONSchema), so the document cannot drift from what the server accepts.
+ * z.toJSONSchema), so the document cannot drift from what the server accepts. Every status a
+ * route can answer is listed, each error status with the codes of the catalog that carry it;
+ * tests/openapi-conformance.test.ts holds real answers of every route to this document.
  */
 import { z } from 'zod';
-import { ERROR_CODE_LIST } from '../contract/errors.js';
-import { MachineFingerprint } from '../contract/fingerprint.js';
-import { Cell, Matrix } from '../contract/matrix.js';
+import { ERROR_CODE_LIST, ERRORS, type ErrorCode } from '../contract/errors.js';
+import { InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
+import { Interference } from '../contract/interference.js';
+import { Cell, CellParams, Matrix, Placement } from '../contract/matrix.js';
 import { Histogram, RunResult } from '../contract/result.js';
+import { RunOrder, Seed } from '../contract/schedule.js';
+import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
+import { AgentStatus } from '../queue/registry.js';
+import { AgentKeyView } from '../queue/enrollment.js';
 import { InotifyMetrics } from '../contract/workloads/inotify.js';
 import { MetadataMetrics } from '../contract/workloads/metadata.js';
 import { NoopMetrics } from '../contract/workloads/noop.js';
@@ -15,6 +22,7 @@ import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
 import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results-format.js';
+import { MATRIX_STATES, TargetInfo } from './store.js';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -25,11 +33,139 @@ function schema(s: z.ZodType, io: 'input' | 'output'): JsonSchema {
   return out;
 }
 
+// The answers' shapes, as views.ts, submit.ts, results.ts and app.ts build them.
+const Iso = z.iso.datetime();
+const Count = z.number().int().nonnegative();
+const MatrixSummary = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    workload: z.enum(WORKLOAD_NAMES),
+    state: z.enum(MATRIX_STATES),
+    placement: Placement,
+    cells: Count,
+    runs: Count,
+    createdAt: Iso,
+    startedAt: Iso.nullable(),
+    finishedAt: Iso.nullable(),
+    progress: z.object({ expected: Count, stored: Count, ok: Count, failed: Count, skipped: Count, fraction: z.number().min(0).max(1) }).strict(),
+    links: z.object({ self: z.string(), events: z.string(), results: z.string() }).strict(),
+  })
+  .strict();
+const MatrixDetail = MatrixSummary.extend({
+  description: z.string().nullable(),
+  repetitions: z.union([z.number().int(), z.literal('auto')]),
+  order: RunOrder,
+  seed: Seed.optional(),
+  warmup: Count,
+  precision: z
+    .object({
+      metric: z.string(),
+      target: z.number(),
+      minRepetitions: Count,
+      maxRepetitions: Count,
+      measuring: Count,
+      reached: Count,
+      atMaximum: Count,
+      stopped: Count,
+      imprecise: z.array(z.object({ cellId: z.string(), target: z.string(), runs: Count, halfWidth: z.number().nullable() }).strict()),
+    })
+    .strict()
+    .nullable(),
+  targets: z.array(TargetInfo),
+  estimatedDurationMs: z.number().nonnegative(),
+  machines: z.array(
+    z.object({ machine: z.string(), target: z.string(), expected: Count.nullable(), stored: Count, ok: Count, failed: Count, skipped: Count }).strict(),
+  ),
+  failures: z.array(
+    z.object({ cellId: z.string(), repetition: Count, machine: z.string(), code: z.string().nullable(), message: z.string().nullable() }).strict(),
+  ),
+}).strict();
+const Submitted = MatrixSummary.extend({
+  estimatedDurationMs: z.number().nonnegative(),
+  estimatedDuration: z.string(),
+  warmups: Count,
+  warnings: z.array(z.string()).optional(),
+}).strict();
+const Cancelled = MatrixSummary.extend({ removedRuns: Count }).strict();
+const RunView = z
+  .object({
+    cellId: z.string(),
+    repetition: Count,
+    machine: z.string(),
+    hostId: z.string().nullable(),
+    target: z.string(),
+    state: z.enum(['ok', 'failed', 'skipped']),
+    params: CellParams,
+    startedAt: Iso.nullable(),
+    finishedAt: Iso.nullable(),
+    storedAt: Iso,
+    attempts: Count,
+    metrics: z.record(z.string(), z.number().nullable()).optional(),
+    error: z.object({ code: z.string(), message: z.string() }).strict().optional(),
+    reason: z.string().optional(),
+    limits: InotifyLimits.nullable().optional(),
+    info: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])).optional(),
+    histograms: z.record(z.string(), Histogram).optional(),
+    interference: Interference.optional(),
+  })
+  .strict();
+
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (s: unknown) => ({ 'application/json': { schema: s } });
-const errors = (...codes: number[]) =>
-  Object.fromEntries(codes.map((c) => [String(c), { description: 'error', content: json(ref('Error')) }]));
+const text = { schema: { type: 'string' } };
+/** The text renderings of a report (format=table|md|csv), besides its JSON. */
+const renderings = { 'text/plain': text, 'text/markdown': text, 'text/csv': text };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
+
+const RETRY_AFTER = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'string', pattern: '^[0-9]+$' } } };
+
+/** What each error status means here; its body's code is one of the catalog's codes with that status. */
+const ERROR_RESPONSES: Readonly<Record<number, { readonly name: string; readonly description: string; readonly headers?: object }>> = {
+  400: { name: 'BadRequest', description: 'the request, its body or its query is invalid; `issues` name each field' },
+  401: {
+    name: 'Unauthorized',
+    description: 'no bearer token, and the coordinator needs one (FSBENCH_TOKEN; for reads with FSBENCH_READ_AUTH=token)',
+    headers: { 'WWW-Authenticate': { schema: { type: 'string' } } },
+  },
+  403: {
+    name: 'Forbidden',
+    description:
+      'a wrong bearer token; without FSBENCH_TOKEN, a write from elsewhere than a program on the coordinator\'s machine (another address, a Host, Origin or ' +
+      'Sec-Fetch-Site of a web page, a proxy\'s headers); an open read whose Host names neither this machine nor FSBENCH_ALLOWED_HOSTS',
+  },
+  404: { name: 'NotFound', description: 'no such matrix' },
+  409: { name: 'Conflict', description: 'the matrix is done or cancelled already, an Idempotency-Key was used with another body, or no live agent matches the placement' },
+  413: { name: 'PayloadTooLarge', description: 'the body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },
+  415: { name: 'UnsupportedMediaType', description: 'the body has a content type or encoding this endpoint does not take' },
+  422: { name: 'TooLong', description: 'the matrix would take longer than FSBENCH_MAX_DURATION' },
+  429: { name: 'RateLimited', description: 'more writes from this client than FSBENCH_WRITE_LIMIT allows in a minute', headers: RETRY_AFTER },
+  500: { name: 'Internal', description: "a bug: the coordinator's log has the details" },
+  503: { name: 'Unavailable', description: 'Redis does not answer in time, the queues are full, or every download or stream slot is taken', headers: RETRY_AFTER },
+};
+
+function errorResponse(status: number) {
+  const r = ERROR_RESPONSES[status];
+  if (!r) throw new Error(`no error response for HTTP ${status}`);
+  const codes = (Object.keys(ERRORS) as ErrorCode[]).filter((c) => ERRORS[c].status === status);
+  return {
+    description: r.description,
+    ...(r.headers ? { headers: r.headers } : {}),
+    content: json({ allOf: [ref('Error'), { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: codes } } } } }] }),
+  };
+}
+const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/${ERROR_RESPONSES[s]?.name ?? s}` }]));
+/** Every read but the probes: 401 and 403 by the token (FSBENCH_READ_AUTH=token), 403 by the Host (open reads), 500 for a bug. */
+const readErrors = (...statuses: number[]) => errors(...[...new Set([401, 403, ...statuses, 500])].sort());
+/** Every write: 401 and 403 by the token or the local-only rule, 429 past FSBENCH_WRITE_LIMIT, 500 for a bug. */
+const writeErrors = (...statuses: number[]) => errors(...[...new Set([401, 403, 429, ...statuses, 500])].sort());
+
+const READY = {
+  type: 'object',
+  required: ['ready', 'checks'],
+  additionalProperties: false,
+  properties: { ready: { type: 'boolean' }, checks: { type: 'object', additionalProperties: { type: 'string' } } },
+};
 
 export function openApiDocument(version: string): JsonSchema {
   return {
@@ -41,6 +177,7 @@ export function openApiDocument(version: string): JsonSchema {
     },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'FSBENCH_TOKEN' } },
+      responses: Object.fromEntries(Object.entries(ERROR_RESPONSES).map(([status, r]) => [r.name, errorResponse(Number(status))])),
       schemas: {
         Matrix: schema(Matrix, 'input'),
         Cell: schema(Cell, 'output'),
@@ -53,17 +190,28 @@ export function openApiDocument(version: string): JsonSchema {
         Report: schema(ReportSchema, 'output'),
         CompareReport: schema(CompareReportSchema, 'output'),
         UploadAnswer: schema(UploadAnswerSchema, 'output'),
+        MatrixSummary: schema(MatrixSummary, 'output'),
+        MatrixDetail: schema(MatrixDetail, 'output'),
+        Submitted: schema(Submitted, 'output'),
+        Cancelled: schema(Cancelled, 'output'),
+        Run: schema(RunView, 'output'),
+        Agents: schema(z.object({ hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
         Error: {
           type: 'object',
           required: ['error'],
+          additionalProperties: false,
           properties: {
             error: {
               type: 'object',
               required: ['code', 'message'],
+              additionalProperties: false,
               properties: {
                 code: { enum: ERROR_CODE_LIST, description: 'stable; the README lists each with its HTTP status and CLI exit code' },
                 message: { type: 'string' },
-                issues: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+                issues: {
+                  type: 'array',
+                  items: { type: 'object', required: ['path', 'message'], additionalProperties: false, properties: { path: { type: 'string' }, message: { type: 'string' } } },
+                },
               },
             },
           },
@@ -75,22 +223,33 @@ export function openApiDocument(version: string): JsonSchema {
         post: {
           summary: 'Submit a matrix (JSON or YAML); its runs are queued for the agents',
           security: [{ bearer: [] }],
+          parameters: [{ name: 'Idempotency-Key', in: 'header', schema: { type: 'string', minLength: 1, maxLength: 200 }, description: 'a retry with the same key within 24 hours gets the first answer' }],
           requestBody: { required: true, content: { ...json(ref('Matrix')), 'application/yaml': { schema: ref('Matrix') } } },
-          responses: { '202': { description: 'queued' }, ...errors(400, 401, 403, 409, 413, 422, 503) },
+          responses: {
+            '202': { description: 'queued', headers: { Location: { schema: { type: 'string' } } }, content: json(ref('Submitted')) },
+            ...writeErrors(400, 409, 413, 415, 422, 503),
+          },
         },
         get: {
           summary: 'List matrices with their progress',
           parameters: [
-            { name: 'state', in: 'query', schema: { enum: ['queued', 'running', 'done', 'cancelled'] } },
+            { name: 'state', in: 'query', schema: { enum: [...MATRIX_STATES] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
           ],
-          responses: { '200': { description: '{ matrices: [...] }' } },
+          responses: {
+            '200': { description: '{ matrices: [...] }', content: json({ type: 'object', required: ['matrices'], additionalProperties: false, properties: { matrices: { type: 'array', items: ref('MatrixSummary') } } }) },
+            ...readErrors(400),
+          },
         },
       },
       '/v1/matrices/{id}': {
         parameters: [idParam],
-        get: { summary: 'One matrix with progress per machine', responses: { '200': { description: 'the matrix' }, ...errors(404) } },
-        delete: { summary: 'Cancel a matrix', security: [{ bearer: [] }], responses: { '200': { description: 'cancelled' }, ...errors(404, 409) } },
+        get: { summary: 'One matrix with progress per machine', responses: { '200': { description: 'the matrix', content: json(ref('MatrixDetail')) }, ...readErrors(404) } },
+        delete: {
+          summary: 'Cancel a matrix',
+          security: [{ bearer: [] }],
+          responses: { '200': { description: 'cancelled', content: json(ref('Cancelled')) }, ...writeErrors(404, 409, 503) },
+        },
       },
       '/v1/matrices/{id}/results': {
         parameters: [idParam],
@@ -105,14 +264,18 @@ export function openApiDocument(version: string): JsonSchema {
           ],
           responses: {
             '200': {
-              description: '{ matrix, report, runs, next }: `report` on the first page only; `next` is the cursor of the following page, or null',
-              content: json({
-                type: 'object',
-                required: ['matrix', 'runs', 'next'],
-                properties: { matrix: { type: 'object' }, report: ref('Report'), runs: { type: 'array' }, next: { type: ['string', 'null'] } },
-              }),
+              description: '{ matrix, report, runs, next }: `report` on the first page only; `next` is the cursor of the following page, or null. CSV cells that a spreadsheet would run as a formula start with a single quote',
+              content: {
+                ...json({
+                  type: 'object',
+                  required: ['matrix', 'runs', 'next'],
+                  additionalProperties: false,
+                  properties: { matrix: ref('MatrixSummary'), report: ref('Report'), runs: { type: 'array', items: ref('Run') }, next: { type: ['string', 'null'] } },
+                }),
+                ...renderings,
+              },
             },
-            ...errors(400, 404, 503),
+            ...readErrors(400, 404, 503),
           },
         },
       },
@@ -121,17 +284,17 @@ export function openApiDocument(version: string): JsonSchema {
         get: {
           summary:
             "The matrix's report as one self-contained HTML page that opens offline: the dashboard's charts (Chart.js inline), per-cell medians, CIs, CV and noise verdicts, notes, knees and every machine fingerprint field. Served inline with a Content-Security-Policy allowing its inline scripts and style by hash; counts against FSBENCH_MAX_DOWNLOADS",
-          responses: { '200': { description: 'the page', content: { 'text/html': { schema: { type: 'string' } } } }, ...errors(404, 503) },
+          responses: { '200': { description: 'the page', content: { 'text/html': text } }, ...readErrors(404, 503) },
         },
       },
       '/v1/matrices/{id}/events': {
         parameters: [idParam],
         get: {
           summary: 'Server-sent progress events: `progress` snapshots, then `end`',
-          responses: { '200': { description: 'event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(404, 503) },
+          responses: { '200': { description: 'event stream', content: { 'text/event-stream': text } }, ...readErrors(404, 503) },
         },
       },
-      '/v1/agents': { get: { summary: 'Live agents with their fingerprints', responses: { '200': { description: '{ hosts, agents }' } } } },
+      '/v1/agents': { get: { summary: 'Live agents with their fingerprints, and the agent keys enrolled or waiting for approval', responses: { '200': { description: '{ hosts, agents, keys, pending }', content: json(ref('Agents')) }, ...readErrors(503) } } },
       '/v1/compare': {
         get: {
           summary: 'Compare two matrices, or one matrix on two machines, cell by cell',
@@ -144,7 +307,7 @@ export function openApiDocument(version: string): JsonSchema {
             { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
             { name: 'format', in: 'query', schema: { enum: FORMAT_NAMES } },
           ],
-          responses: { '200': { description: 'the comparison', content: json(ref('CompareReport')) }, ...errors(400, 404) },
+          responses: { '200': { description: 'the comparison', content: { ...json(ref('CompareReport')), ...renderings } }, ...readErrors(400, 404) },
         },
       },
       '/v1/results': {
@@ -160,12 +323,32 @@ export function openApiDocument(version: string): JsonSchema {
           responses: {
             '201': { description: 'stored', content: json(ref('UploadAnswer')) },
             '200': { description: 'every run was already stored', content: json(ref('UploadAnswer')) },
-            ...errors(400, 401, 403, 413, 415),
+            ...writeErrors(400, 413, 415),
           },
         },
       },
-      '/metrics': { get: { summary: 'Prometheus metrics', responses: { '200': { description: 'text exposition format' } } } },
-      '/openapi.json': { get: { summary: 'This document', responses: { '200': { description: 'OpenAPI 3.1' } } } },
+      '/metrics': { get: { summary: 'Prometheus metrics', responses: { '200': { description: 'text exposition format', content: { 'text/plain': text } }, ...readErrors() } } },
+      '/openapi.json': {
+        get: {
+          summary: 'This document',
+          responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object', required: ['openapi', 'info', 'paths'], properties: { openapi: { const: '3.1.0' }, info: { type: 'object' }, paths: { type: 'object' } } }) }, ...readErrors() },
+        },
+      },
+      '/healthz': {
+        get: {
+          summary: 'Liveness: the process answers. Not checked for the Host or a token, so that any probe reaches it; it says nothing else',
+          responses: { '200': { description: 'alive', content: json({ type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: { const: true } } }) } },
+        },
+      },
+      '/readyz': {
+        get: {
+          summary: 'Readiness: SQLite and Redis answer. Not checked for the Host or a token, like /healthz',
+          responses: {
+            '200': { description: 'ready', content: json(READY) },
+            '503': { description: 'not ready: `checks` says which dependency failed', content: json(READY) },
+          },
+        },
+      },
     },
   };
 }

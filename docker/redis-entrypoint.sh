@@ -3,12 +3,19 @@
 #
 # Redis always has a password: REDIS_PASSWORD when given, else one generated on the first start
 # and kept in the redis-secret volume, which the coordinator and the agents of this machine
-# read (FSBENCH_REDIS_PASSWORD_FILE). Agents on other machines need the password in their
-# REDIS_URL, so publishing Redis beyond loopback without REDIS_PASSWORD is refused: a generated
-# password nobody was told would only tempt an operator to turn it off.
+# read (FSBENCH_REDIS_PASSWORD_FILE). Each reader has its own copy, mode 0600 and owned by the
+# uid it runs as: `password` for the agents (root, but without CAP_DAC_OVERRIDE, so the owner
+# must be theirs) and `coordinator.password` for the coordinator (uid 10001, the image's
+# fsbench user; FSBENCH_COORDINATOR_UID). Nobody else in those containers reads it.
 #
-# With FSBENCH_REDIS_TLS_DIR (compose.redis-tls.yaml) Redis also serves TLS on port 6380, for
-# agents on other machines; the plain port stays for the containers of this machine.
+# Publishing Redis beyond this machine takes TLS as well as a password: the plain port is
+# refused anywhere but loopback (its password and every job would cross the network in clear
+# text), and the TLS port (FSBENCH_REDIS_TLS_DIR, compose.redis-tls.yaml) beyond loopback
+# without REDIS_PASSWORD (agents elsewhere need it, and a generated one nobody was told would
+# only tempt an operator to turn it off). The plain port stays for the containers of this machine.
+#
+# It starts as root (compose.yaml says so, for the locally built image too) to hand the password
+# files to their owners, then runs redis-server as the redis user.
 set -eu
 
 secret_dir=/run/fsbench-redis
@@ -31,13 +38,23 @@ if [ -n "$password" ]; then
   printf '%s' "$password" | grep -Eq '^[A-Za-z0-9._~-]{16,}$' ||
     die 'REDIS_PASSWORD must be at least 16 letters, digits, dots, dashes, underscores or tildes (it goes into REDIS_URL unencoded): try `openssl rand -hex 24`'
 fi
-for published in "${FSBENCH_REDIS_PUBLISH:-127.0.0.1:6379}" ${FSBENCH_REDIS_TLS_DIR:+"${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}"}; do
-  if [ -z "$password" ] && ! on_loopback "$published"; then
-    die "Redis would be published on $published, beyond this machine, without REDIS_PASSWORD: whoever reaches it could make every agent run jobs as root. Set REDIS_PASSWORD (export REDIS_PASSWORD=\$(openssl rand -hex 24)) and give it to the agents on other machines in REDIS_URL, with TLS (README: Two machines, with credentials and TLS)"
-  fi
-done
+plain=${FSBENCH_REDIS_PUBLISH:-127.0.0.1:6379}
+if ! on_loopback "$plain"; then
+  die "Redis's plain port would be published on $plain, beyond this machine, where its password and every job cross the network unencrypted: publish it on loopback only (FSBENCH_REDIS_PUBLISH=127.0.0.1:6379) and give agents on other machines the TLS port, with REDIS_PASSWORD (docker compose -f compose.yaml -f compose.redis-tls.yaml; README: Two machines, with credentials and TLS)"
+fi
+if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ] && [ -z "$password" ] && ! on_loopback "${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}"; then
+  die "Redis's TLS port would be published on ${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}, beyond this machine, without REDIS_PASSWORD: whoever reaches it could make every agent run jobs as root. Set REDIS_PASSWORD (export REDIS_PASSWORD=\$(openssl rand -hex 24)) and give it to the agents on other machines (README: Two machines, with credentials and TLS)"
+fi
 
-umask 022
+[ "$(id -u)" = 0 ] ||
+  die "started as uid $(id -u), not root: it must hand the password files to the uids of the coordinator and the agents (compose.yaml runs this service with user: root; redis-server itself runs as the redis user)"
+# gosu in the public image; setpriv (util-linux, in every Debian image) in the locally built one.
+if command -v gosu >/dev/null 2>&1; then
+  as_redis='gosu redis'
+else
+  as_redis='setpriv --reuid=redis --regid=redis --init-groups'
+fi
+
 if [ -z "$password" ]; then
   if [ -s "$secret_dir/password" ]; then
     password=$(cat "$secret_dir/password")
@@ -45,27 +62,34 @@ if [ -z "$password" ]; then
     password=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
   fi
 fi
-# Rewritten on every start, so a changed REDIS_PASSWORD reaches this machine's coordinator and agents.
-printf '%s\n' "$password" >"$secret_dir/password.new"
-mv "$secret_dir/password.new" "$secret_dir/password"
+# Rewritten on every start, so a changed REDIS_PASSWORD reaches this machine's coordinator and
+# agents; created 0600 (umask) and handed to its owner before it is renamed into place.
+umask 077
+write_secret() { # FILE UID
+  rm -f "$1.new"
+  printf '%s\n' "$password" >"$1.new"
+  chown "$2:$2" "$1.new"
+  chmod 0600 "$1.new"
+  mv -f "$1.new" "$1"
+}
+write_secret "$secret_dir/password" 0
+write_secret "$secret_dir/coordinator.password" "${FSBENCH_COORDINATOR_UID:-10001}"
+# The directory only lists them: its readers must reach their own file.
+chown 0:0 "$secret_dir"
+chmod 0755 "$secret_dir"
 
 tls=''
 if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ]; then
   for f in ca.crt redis.crt redis.key; do
-    [ -r "$FSBENCH_REDIS_TLS_DIR/$f" ] || die "$FSBENCH_REDIS_TLS_DIR/$f is missing or unreadable for the redis user (uid $(id -u)): see README, Two machines"
+    # shellcheck disable=SC2086
+    $as_redis test -r "$FSBENCH_REDIS_TLS_DIR/$f" || die "$FSBENCH_REDIS_TLS_DIR/$f is missing or unreadable for the redis user (uid $(id -u redis)): see README, Two machines"
   done
   tls="--tls-port 6380 --tls-cert-file $FSBENCH_REDIS_TLS_DIR/redis.crt --tls-key-file $FSBENCH_REDIS_TLS_DIR/redis.key --tls-ca-cert-file $FSBENCH_REDIS_TLS_DIR/ca.crt --tls-auth-clients optional"
 fi
 
-# The public image starts as root and drops to its redis user with gosu; the locally built one
-# (scripts/base-images.sh) already runs as redis.
-drop=''
-if [ "$(id -u)" = 0 ] && command -v gosu >/dev/null 2>&1; then
-  chown redis:redis /data
-  drop='gosu redis'
-fi
+chown redis:redis /data
 # The password reaches Redis on stdin, as its configuration, never on a command line that `ps` shows.
 # shellcheck disable=SC2086
-exec $drop redis-server - $tls "$@" <<EOF
+exec $as_redis redis-server - $tls "$@" <<EOF
 requirepass $password
 EOF

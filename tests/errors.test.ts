@@ -121,14 +121,14 @@ describe('the CLI', () => {
 
     const good = path.join(tmp.dir, 'good.json');
     writeFileSync(good, noop());
-    expectCliError(await runCli(['submit', good, '--url', c.url, '--token', 'wrong-token-0123456789']), 'FORBIDDEN');
+    expectCliError(await runCli(['submit', good, '--url', c.url], { FSBENCH_TOKEN: 'wrong-token-0123456789' }), 'FORBIDDEN');
 
     const bad = path.join(tmp.dir, 'bad.yaml');
     writeFileSync(bad, 'name: bad\nworkload: noop\nrepetitions: 1\nparams:\n  value: -5\n');
-    const invalid = await runCli(['submit', bad, '--url', c.url, '--token', TOKEN]);
+    const invalid = await runCli(['submit', bad, '--url', c.url], { FSBENCH_TOKEN: TOKEN });
     expectCliError(invalid, 'MATRIX_INVALID');
     expect(invalid.stderr).toContain('params.value');
-    expectCliError(await runCli(['submit', path.join(tmp.dir, 'nope.yaml'), '--url', c.url, '--token', TOKEN]), 'MATRIX_FILE_UNREADABLE');
+    expectCliError(await runCli(['submit', path.join(tmp.dir, 'nope.yaml'), '--url', c.url], { FSBENCH_TOKEN: TOKEN }), 'MATRIX_FILE_UNREADABLE');
 
     const unreachable = await runCli(['results', 'x', '--url', `http://127.0.0.1:${await freePort()}`]);
     expectCliError(unreachable, 'UNAVAILABLE');
@@ -172,7 +172,7 @@ describe('the CLI', () => {
     });
     const file = path.join(tmp.dir, 'wait.json');
     writeFileSync(file, noop());
-    const child = spawnCli(['submit', file, '--wait', '--url', c.url, '--token', TOKEN]);
+    const child = spawnCli(['submit', file, '--wait', '--url', c.url], { FSBENCH_TOKEN: TOKEN });
     let stdout = '';
     let stderr = '';
     child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
