@@ -598,7 +598,7 @@ await redis.quit();`;
     const coordinator = agentProc(['coordinator'], env);
     const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
     const privateKey = await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8');
-    const agent = async (machine: string, heartbeat: string): Promise<Proc> => {
+    const agent = async (machine: string, heartbeat: string): Promise<Proc & { scratch: string }> => {
       const scratch = await rootDir(`scratch-${machine}`);
       await preEnroll(redis.url, env.FSBENCH_QUEUE_PREFIX, privateKey, path.join(scratch, 'agent'), env.FSBENCH_HOST_ID, machine);
       const p = agentProc(['agent'], { ...env, FSBENCH_MACHINE: machine, FSBENCH_SCRATCH: scratch, FSBENCH_HEARTBEAT: heartbeat });
@@ -652,7 +652,6 @@ await redis.quit();`;
 
 interface Proc {
   readonly child: ChildProcess;
-  readonly scratch: string;
   output: () => string;
   waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
 }
@@ -667,7 +666,6 @@ function agentProc(args: string[], env: Record<string, string>): Proc {
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   return {
     child,
-    scratch: '',
     output: () => out,
     waitFor: async (re, ms = 20_000) => {
       const end = Date.now() + ms;
