@@ -4,6 +4,7 @@
  * point prints them like any other error, with the code unchanged and the catalog's exit code.
  * It never sends the token where the network could read it, unless told to (FSBENCH_INSECURE_TOKEN).
  */
+import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
 import { loadSettings, type SettingName } from '../settings/index.js';
@@ -81,9 +82,18 @@ export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenera
   }
 }
 
+/** 127.0.0.0/8 and ::1; BlockList also matches their IPv4-mapped form (::ffff:7f00:1). */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
 /** A URL's host that is this machine by definition: nothing sent there crosses a network. */
 function isLoopbackHost(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '[::1]' || /^127(?:\.\d{1,3}){3}$/.test(hostname);
+  if (hostname === 'localhost') return true;
+  // A URL keeps an IPv6 address in brackets, normalised (::ffff:127.0.0.1 is ::ffff:7f00:1).
+  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
+  if (isIPv4(bare)) return LOOPBACK.check(bare, 'ipv4');
+  return isIPv6(bare) && LOOPBACK.check(bare, 'ipv6');
 }
 
 /**

@@ -14,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ERRORS } from '../contract/errors.js';
 import { principalOf } from '../coordinator/auth.js';
+import { CoordinatorClient } from '../coordinator/client.js';
 import { startCoordinator } from '../coordinator/server.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';
@@ -399,6 +400,18 @@ describe('the CLI and the token', () => {
   const outward = Object.values(os.networkInterfaces())
     .flat()
     .find((i) => i?.family === 'IPv4' && !i.internal)?.address;
+
+  it('counts as loopback only what is this machine by definition', () => {
+    // The constructor decides, before any request: nothing here connects.
+    for (const url of ['http://localhost:1', 'http://127.0.0.1:1', 'http://127.9.8.7:1', 'http://[::1]:1', 'http://[::ffff:127.0.0.1]:1', 'https://bench.example.org']) {
+      expect(() => new CoordinatorClient(url, TOKEN), url).not.toThrow();
+    }
+    for (const url of ['http://192.0.2.2:1', 'http://bench.example.org', 'http://localhost.example.org', 'http://127.0.0.1.example.org', 'http://[::ffff:192.0.2.2]:1', 'http://[fe80::1]:1']) {
+      expect(() => new CoordinatorClient(url, TOKEN), url).toThrow(/refusing to send FSBENCH_TOKEN over plain http:\/\//);
+      expect(() => new CoordinatorClient(url, TOKEN, { insecureToken: true }), url).not.toThrow();
+      expect(() => new CoordinatorClient(url), url).not.toThrow();
+    }
+  });
 
   it.skipIf(outward === undefined)('sends it over plain http:// to another machine only with --insecure-token, and reads it from FSBENCH_TOKEN_FILE', async () => {
     // Bound to that address only: nothing leaves this machine, but the CLI cannot tell.
