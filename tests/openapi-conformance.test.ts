@@ -253,10 +253,15 @@ describe('the OpenAPI document', () => {
     await exchange(conf, base, '/metrics', 200);
     await exchange(conf, base, '/metrics', 403, { headers: rebound });
 
-    // Agents: a live one, so that its whole status is checked.
-    await cluster.agent(open.prefix, 'openapi-host', 'openapi-machine', ['conf']);
-    await exchange(conf, base, '/v1/agents', 200);
+    // Agents: a live one, so that its whole status (and its key) is checked; then stopped, so that
+    // the matrices below stay queued (a stream to follow, a matrix to cancel).
+    const agent = await cluster.agent(open.prefix, 'openapi-host', 'openapi-machine', ['conf']);
+    const Listed = z.object({ agents: z.array(z.unknown()) }).loose();
+    for (let i = 0; i < 100 && Listed.parse(JSON.parse((await send(base, '/v1/agents')).body)).agents.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    const listed = await exchange(conf, base, '/v1/agents', 200);
+    expect(Listed.parse(JSON.parse(listed.body)).agents).toHaveLength(1);
     await exchange(conf, base, '/v1/agents', 403, { headers: rebound });
+    await agent.stop();
 
     // Submissions.
     const submitted = await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, 'idempotency-key': 'conf-1' }, body: matrixJson() });
