@@ -19,10 +19,14 @@ import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
 import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
 import { Heartbeat } from './heartbeat.js';
+import { startHealthFile } from './health-file.js';
 import { HostLock } from './host-lock.js';
 import type { AgentStatus } from '../queue/registry.js';
 import { RunExecutor } from './run-job.js';
 import { loadJobVerifier } from '../queue/signing.js';
+import { ensureSafeDir } from '../host/safe-dir.js';
+import { Admission } from './admission.js';
+import { awaitEnrollment, loadOrCreateAgentKey } from './identity.js';
 
 export interface AgentSettings extends RedisChannel {
   readonly queuePrefix: string;
@@ -45,16 +49,27 @@ export interface AgentSettings extends RedisChannel {
   readonly maxOutsideCpu?: number;
   /** FSBENCH_JOB_KEY: the coordinator's public key (PEM or a file); without it the agent does not start. */
   readonly jobKey: string | undefined;
+  /** FSBENCH_STATE_DIR: the agent's key and what it ran (default: `agent` in the scratch directory). */
+  readonly stateDir?: string | undefined;
+  /** FSBENCH_ENROLL_TOKEN: a one-time token that enrolls this agent's key without an approval. */
+  readonly enrollToken?: string | undefined;
+  /** FSBENCH_HEALTH_FILE: rewritten while Redis answers, for a healthcheck that needs no credential. */
+  readonly healthFile?: string | undefined;
 }
 
 export interface RunningAgent {
   readonly agentId: string;
   readonly hostId: string;
+  /** This agent's key fingerprint (what `fsbench agents approve` accepts). */
+  readonly key: string;
+  /** Resolves once the key is enrolled and the agent takes jobs; rejects if it stops first. */
+  readonly enrolled: Promise<void>;
   /** Stops as on SIGTERM; resolves once the lock is released and Redis closed. */
   stop(): Promise<void>;
 }
 
 const FINGERPRINT_REFRESH_MS = 60_000;
+const STATE_PURPOSE = { what: 'the agent state directory', setting: 'FSBENCH_STATE_DIR' };
 /** A matrix's record of warmed cells outlives any matrix a coordinator would still run. */
 const WARMED_KEEP_MS = 7 * 24 * 3_600_000;
 
@@ -71,6 +86,11 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   // First of all: an agent that cannot tell its coordinator's jobs from forged ones runs none.
   const jobKey = await loadJobVerifier(s.jobKey);
   const hostId = s.hostId ?? (await kernelBootId());
+  // Before anything else touches the scratch directory: refused (DIRECTORY_UNSAFE) unless only root controls it and the journal directory.
+  const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [], hostId });
+  // The key that signs this agent's reports: in a directory only root controls, like the scratch.
+  const stateDir = await ensureSafeDir(s.stateDir ?? path.join(s.scratch, 'agent'), STATE_PURPOSE);
+  const identity = await loadOrCreateAgentKey(stateDir);
   const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
   const sandbox = await connectSandbox({ log });
@@ -79,7 +99,6 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();
-  const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [], hostId });
   const budget: HostBudget = {
     allowedTargets: s.allowedTargets ?? DEFAULT_BUDGET.allowedTargets,
     maxQueuedEvents: s.maxQueuedEvents ?? DEFAULT_BUDGET.maxQueuedEvents,
@@ -87,8 +106,14 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   };
   const redis: Redis = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);
+  const ping = async () => {
+    await redis.ping();
+  };
+  const health = s.healthFile === undefined ? undefined : await startHealthFile({ file: s.healthFile, intervalMs: s.heartbeat, check: ping, log });
   const startedAt = new Date().toISOString();
   const hardStop = new AbortController();
+  const admission = new Admission({ redis, prefix: s.queuePrefix, hostId, stateDir });
+  await admission.prune();
 
   const pollMs = Math.max(20, Math.min(250, Math.round(s.heartbeat / 4)));
   const lock = new HostLock(redis, {
@@ -100,8 +125,8 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     maxHoldMs: 10 * s.heartbeat,
     log,
     onAcquired: async () => {
-      // The journal is the host's: entries of agents in other containers are a dead run's once the lock is ours.
-      for (const line of await journal.recover({ holdsHostLock: true })) log(`restored what a dead run left: ${line}`);
+      // The journal is the host's: what dead writers left is undone, never a live run's (its owner lock is held), whatever Redis says.
+      for (const line of await journal.recover()) log(`restored what a dead run left: ${line}`);
       const swept = await sandbox?.recover(s.scratch).catch((err: unknown) => {
         log(`sandbox sweep failed: ${err instanceof Error ? err.message : String(err)}`);
         return [];
@@ -114,9 +139,18 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     },
   });
   const warmedHere = new Set<string>();
+  /** Agreed with the coordinator once enrolled; the workers start only then. */
+  let macKey: Buffer | undefined;
   const exec: RunExecutor = new RunExecutor({
     lock,
     jobKey,
+    admission,
+    identity,
+    reportMacKey: () => {
+      if (macKey === undefined) throw new FsbenchError('INTERNAL', 'a job was taken before the agent was enrolled');
+      return macKey;
+    },
+    hostId,
     journal,
     budget,
     ...(s.maxSteal === undefined || s.maxOutsideCpu === undefined ? {} : { interference: { maxSteal: s.maxSteal, maxOutsideCpu: s.maxOutsideCpu } }),
@@ -164,52 +198,78 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   });
   const heartbeat = new Heartbeat({ redis, prefix: s.queuePrefix, intervalMs: s.heartbeat, lock, status, busy: () => exec.busy, log });
 
-  await heartbeat.start();
-  // Undo now whatever a killed run left on this host; if another agent holds the lock, it did so
-  // when it took it, and whoever takes it next does so again.
-  if (await lock.tryOnce()) await lock.release();
-
-  const workers = [ANY_TARGET, hostId].map(
-    (target) =>
-      new Worker<unknown, unknown>(queueName(target), exec.process, {
-        connection: redis,
-        prefix: s.queuePrefix,
-        concurrency: 1,
-        lockDuration: s.stallTimeout,
-        stalledInterval: s.stallTimeout,
-        maxStalledCount: Math.max(0, s.maxAttempts - 1),
-      }),
-  );
-  for (const w of workers) {
-    w.on('error', (err) => {
-      log(`queue ${w.name}: ${err.message}`);
-    });
-    w.on('failed', (job, err) => {
-      log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
-    });
-  }
-  const refresh = setInterval(() => {
-    fingerprintNow().then(
-      (f) => (fingerprint = f),
-      () => undefined,
-    );
-  }, FINGERPRINT_REFRESH_MS);
+  let workers: Worker<unknown, unknown>[] = [];
+  let refresh: NodeJS.Timeout | undefined;
+  let recovery: NodeJS.Timeout | undefined;
   let recovering: Promise<void> | undefined;
-  const recovery = setInterval(() => {
-    recovering ??= exec
-      .recoverLeftovers()
-      .catch((err: unknown) => {
-        log(`restoring what a dead run left: ${err instanceof Error ? err.message : String(err)}`);
-      })
-      .finally(() => {
-        recovering = undefined;
+  /** Heartbeats, recovery and the workers: once the key is enrolled, never before. */
+  const begin = async (): Promise<void> => {
+    await heartbeat.start();
+    // Undo now whatever a killed run left on this host; if another agent holds the lock, it did so
+    // when it took it, and whoever takes it next does so again.
+    if (await lock.tryOnce()) await lock.release();
+    workers = [ANY_TARGET, hostId].map(
+      (target) =>
+        new Worker<unknown, unknown>(queueName(target), exec.process, {
+          connection: redis,
+          prefix: s.queuePrefix,
+          concurrency: 1,
+          lockDuration: s.stallTimeout,
+          stalledInterval: s.stallTimeout,
+          maxStalledCount: Math.max(0, s.maxAttempts - 1),
+        }),
+    );
+    for (const w of workers) {
+      w.on('error', (err) => {
+        log(`queue ${w.name}: ${err.message}`);
       });
-  }, s.heartbeat);
-  log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}) waiting for runs signed with ${jobKey.fingerprint}`);
+      w.on('failed', (job, err) => {
+        log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
+      });
+    }
+    refresh = setInterval(() => {
+      fingerprintNow().then(
+        (f) => (fingerprint = f),
+        () => undefined,
+      );
+    }, FINGERPRINT_REFRESH_MS);
+    recovery = setInterval(() => {
+      recovering ??= exec
+        .recoverLeftovers()
+        .catch((err: unknown) => {
+          log(`restoring what a dead run left: ${err instanceof Error ? err.message : String(err)}`);
+        })
+        .finally(() => {
+          recovering = undefined;
+        });
+    }, s.heartbeat);
+    log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}, key ${identity.fingerprint}) waiting for runs signed with ${jobKey.fingerprint}`);
+  };
+  const stopWaiting = new AbortController();
+  const enrolled = awaitEnrollment({
+    redis,
+    prefix: s.queuePrefix,
+    identity,
+    hostId,
+    machine: fingerprint.machine,
+    labels: s.labels,
+    token: s.enrollToken,
+    jobKey,
+    log,
+    signal: stopWaiting.signal,
+  }).then(async (key) => {
+    macKey = key;
+    await begin();
+  });
+  enrolled.catch((err: unknown) => {
+    if (!stopWaiting.signal.aborted) log(`enrollment: ${err instanceof Error ? err.message : String(err)}`);
+  });
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      stopWaiting.abort();
+      await enrolled.catch(() => undefined);
       clearInterval(refresh);
       clearInterval(recovery);
       const grace = setTimeout(() => {
@@ -222,12 +282,14 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
       await recovering;
       hardStop.abort(new Error('the agent stopped'));
       exec.dispose();
+      await health?.stop();
       await heartbeat.stop(agentId);
       await lock.release().catch(() => undefined);
       await redis.quit().catch(() => undefined);
+      await journal.close();
       log(`agent ${agentId} stopped after ${exec.runsDone} runs`);
     })();
     return stopping;
   };
-  return { agentId, hostId, stop };
+  return { agentId, hostId, key: identity.fingerprint, enrolled, stop };
 }

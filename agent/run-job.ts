@@ -19,8 +19,11 @@ import type { InterferenceThresholds } from '../contract/interference.js';
 import type { HostBudget } from '../runner/host-budget.js';
 import { runCell } from '../runner/run-cell.js';
 import type { Journal } from '../host/journal.js';
-import { QueuedRunJob, type RunJob, type RunReport } from '../queue/jobs.js';
-import type { JobVerifier } from '../queue/signing.js';
+import { QueuedRunJob, type RunJob, type RunReport, type SignedRunReport } from '../queue/jobs.js';
+import { signatureDigest, type JobVerifier } from '../queue/signing.js';
+import { reportMac } from '../queue/enrollment.js';
+import type { Admission } from './admission.js';
+import type { AgentIdentity } from './identity.js';
 import type { WorkloadRunner } from '../workloads/workload.js';
 import type { HostLock } from './host-lock.js';
 import type { CurrentRun } from '../queue/registry.js';
@@ -29,6 +32,13 @@ export interface RunJobDeps {
   readonly lock: HostLock;
   /** The coordinator's public key: a job it did not sign is refused before anything runs. */
   readonly jobKey: JobVerifier;
+  /** Where a verified job may run, and what ran here already: refusals come before any side effect. */
+  readonly admission: Admission;
+  /** This agent's key: every report names it. */
+  readonly identity: AgentIdentity;
+  /** The secret this agent's reports are authenticated with (known once it is enrolled, before any job). */
+  readonly reportMacKey: () => Buffer;
+  readonly hostId: string;
   readonly journal: Journal;
   /** What this host lets a cell take; a cell asking for more is a failed run with the refusal's code. */
   readonly budget?: HostBudget;
@@ -82,7 +92,7 @@ export class RunExecutor {
    * no abort signal from BullMQ, which would make one per job for cancelJob(), never used here:
    * runs are abandoned through `abandon()` and `hardStop`.
    */
-  readonly process = async (job: Job<unknown, unknown>): Promise<RunReport> => {
+  readonly process = async (job: Job<unknown, unknown>): Promise<SignedRunReport> => {
     const parsed = QueuedRunJob.safeParse(job.data);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => `${i.path.join('.') || '(job)'}: ${i.message}`).join('; ');
@@ -97,10 +107,22 @@ export class RunExecutor {
         errorLine('JOB_UNSIGNED', `job ${job.id ?? '?'} ${what}: refused without running it (written to Redis by someone without the coordinator's key, or FSBENCH_JOB_KEY is another coordinator's)`),
       );
     }
+    // Signed, but maybe a replayed copy: refused as well before anything happens.
+    const refusal = await this.deps.admission.refusal(data, job);
+    if (refusal !== null) {
+      await this.deps.admission.count(refusal.code);
+      throw new UnrecoverableError(errorLine(refusal.code, `${refusal.why}: refused without running it`));
+    }
     const release = await this.takeSlot();
     try {
+      // Run here already (a retry after Redis lost its completion, or a copy replayed): the same report, nothing run again.
+      const before = await this.deps.admission.ranBefore(data);
+      if (before !== null) {
+        this.deps.log(`job ${data.id} ran on this host already: its report is sent again, nothing is run`);
+        return before;
+      }
       const { fingerprint, ...result } = await this.runOne(data);
-      return {
+      const report: RunReport = {
         matrixId: data.matrixId,
         target: data.target,
         cellId: data.cell.id,
@@ -108,7 +130,14 @@ export class RunExecutor {
         attempts: Math.max(1, job.attemptsStarted),
         fingerprint: await this.fingerprintHash(fingerprint),
         result,
+        jobId: data.id,
+        jobSignature: signatureDigest(signature),
+        hostId: this.deps.hostId,
       };
+      const text = JSON.stringify(report);
+      const signed: SignedRunReport = { report: text, key: this.deps.identity.fingerprint, mac: reportMac(this.deps.reportMacKey(), text) };
+      await this.deps.admission.ranNow(data, signed);
+      return signed;
     } finally {
       this.running = null;
       release();

@@ -43,7 +43,7 @@ import { CoordinatorClient } from '../coordinator/client.js';
 import { connectRedis } from '../queue/redis.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
-import { agentsProcess, measureHostScaling } from './host-scaling.js';
+import { agentsProcess, coordinatorProcess, measureHostScaling } from './host-scaling.js';
 import { measureRetention } from './retention.js';
 import { child as nodeChild, stopChild, waitOutput, type Child } from '../tests/fixtures/processes.js';
 
@@ -174,11 +174,16 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
   };
   const coord = child([CLI, 'coordinator'], env);
   const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
+  const client = new CoordinatorClient(url);
+  // Each agent enrolls its own key with a one-time token, as on a fleet.
+  const { tokens } = z.object({ tokens: z.array(z.string()) }).loose().parse(await client.json('POST', '/v1/agents/tokens', { count: 2 }));
   const agents = [0, 1].map((i) =>
-    child([CLI, 'agent'], { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), FSBENCH_MACHINE: `agent${i}`, ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}) }),
+    child([CLI, 'agent'], {
+      ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), FSBENCH_MACHINE: `agent${i}`, FSBENCH_STATE_DIR: path.join(dataDir, 'state', String(i)),
+      FSBENCH_ENROLL_TOKEN: tokens[i] ?? '', ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}),
+    }),
   );
   for (const a of agents) await waitOutput(a.output, /waiting for runs/);
-  const client = new CoordinatorClient(url);
   const redisClient = connectRedis(redisUrl, 'bench-cpu');
   const redisCpuBefore = await redisCpuSeconds(redisClient);
   const cpuBefore = await Promise.all([coord, ...agents].map((p) => cpuSecondsOf(p.proc.pid)));
@@ -254,6 +259,7 @@ async function main(): Promise<void> {
       only: { type: 'string', default: '' },
       agents: { type: 'string', default: '1' },
       first: { type: 'string', default: '0' },
+      'verify-reports': { type: 'string', default: 'on' },
       profile: { type: 'string', default: '' },
       out: { type: 'string', default: path.resolve(HERE, '..', '..', 'bench', 'results', 'dispatch.json') },
     },
@@ -266,6 +272,10 @@ async function main(): Promise<void> {
     await agentsProcess(Number(values.agents), Number(values.first));
     return;
   }
+  if (values.role === 'coordinator') {
+    await coordinatorProcess(values['verify-reports'] !== 'off');
+    return;
+  }
   const [n = 0] = positiveInts('cells', values.cells);
   const [rounds = 0] = positiveInts('rounds', values.rounds);
   const hostsList = positiveInts('hosts', values.hosts);
@@ -275,15 +285,20 @@ async function main(): Promise<void> {
   const [scaleRuns = 0] = positiveInts('scale-runs', values['scale-runs']);
   const [scaleRounds = 0] = positiveInts('scale-rounds', values['scale-rounds']);
   const redis = await startRedis();
-  const hostScaling = () => measureHostScaling(redis.url, CLI, fileURLToPath(import.meta.url), scaleHosts, scaleRuns, scaleRounds);
+  const hostScaling = () => measureHostScaling(redis.url, fileURLToPath(import.meta.url), scaleHosts, scaleRuns, scaleRounds);
   const printHostScaling = (h: Awaited<ReturnType<typeof hostScaling>>) => {
     for (const hosts of scaleHosts) {
-      const sides = h.rounds.flatMap((r) => r.sides.filter((x) => x.hosts === hosts));
+      const sides = h.rounds.flatMap((r) => r.sides.filter((x) => x.hosts === hosts && x.verifyReports));
       const perRun = median(sides.map((x) => x.coordinatorCpuMsPerRun));
       const idle = median(sides.map((x) => x.coordinatorIdleCpuMsPerSecond));
       process.stdout.write(`${scaleRuns} runs, placement all over ${hosts} hosts, median of ${scaleRounds}: coordinator CPU ${perRun} ms per run; idle ${idle} ms per second\n`);
     }
     process.stdout.write(`  ratio (coordinator CPU per run, ${scaleHosts.at(-1) ?? 0} hosts / ${scaleHosts[0] ?? 0}): median ${h.ratio.median}, rounds ${h.ratio.perRound.join(', ')}\n`);
+    process.stdout.write(
+      `  checking report MACs at ${h.reportChecks.hosts} hosts: ${(h.reportChecks.median * 100).toFixed(1)}% of coordinator CPU per run side by side (median; rounds ` +
+        `${h.reportChecks.perRound.map((x) => `${(x * 100).toFixed(1)}%`).join(', ')}); the check alone ${h.reportChecks.directMicrosecondsPerReport} us per report, ` +
+        `${(h.reportChecks.directShare * 100).toFixed(2)}% of it\n`,
+    );
   };
   try {
     if (values.only === 'hosts') {

@@ -6,6 +6,11 @@
  * process of its own, so its CPU (user + system, from /proc) is its alone; it is read from the
  * submission until the last run is stored, and again over a stretch with nothing to do, which
  * is what watching that many hosts costs by itself.
+ *
+ * At the most hosts a second side runs with the coordinator not checking the agents' report
+ * signatures (startCoordinator's bench-only `verifyReports: false`; the agents sign either way),
+ * so what checking them costs is measured side by side, as a share of the coordinator's CPU per run.
+ * The agents enroll with one-time tokens, as a fleet would.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -14,6 +19,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { startAgent, type RunningAgent } from '../agent/agent.js';
 import { CoordinatorClient } from '../coordinator/client.js';
+import { startCoordinator } from '../coordinator/server.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { authenticate } from '../coordinator/collector.js';
+import type { EnrolledKey } from '../coordinator/enrollment.js';
+import { reportMac, reportMacKey } from '../queue/enrollment.js';
 import { loadSettings } from '../settings/index.js';
 import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
 
@@ -26,6 +36,8 @@ const IDLE_MS = 5000;
 
 export interface HostScalingSide {
   readonly hosts: number;
+  /** Whether the coordinator checked each report's signature (always, outside this bench). */
+  readonly verifyReports: boolean;
   readonly runs: number;
   readonly seconds: number;
   readonly coordinatorCpuSeconds: number;
@@ -37,25 +49,80 @@ export interface HostScalingSide {
 export interface HostScaling {
   readonly setup: string;
   readonly rounds: { readonly round: number; readonly sides: HostScalingSide[] }[];
-  /** Coordinator CPU per run at the most hosts / at the fewest, per round and their median. */
+  /** Coordinator CPU per run at the most hosts / at the fewest, per round and their median (reports checked on both). */
   readonly ratio: { readonly median: number; readonly perRound: number[] };
+  /**
+   * At the most hosts: (CPU per run checking signatures - without) / CPU per run checking them,
+   * per round and the median: the share of the coordinator's CPU that checking reports costs.
+   */
+  readonly reportChecks: {
+    readonly hosts: number;
+    readonly median: number;
+    readonly perRound: number[];
+    /**
+     * The check alone (collector.ts `authenticate`: key lookup, HMAC, compare) over a 2 KiB report,
+     * timed in this process, and as a share of the median CPU per run checking them: the
+     * side-by-side figure is within the rounds' noise (a few percent either way), this one is not.
+     */
+    readonly directMicrosecondsPerReport: number;
+    readonly directShare: number;
+  };
 }
 
 /** The agents of `count` simulated hosts in this process, until SIGTERM (`--role agents`). */
 export async function agentsProcess(count: number, first: number): Promise<void> {
   const s = loadSettings(['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey'], {});
   const quiet = () => undefined;
+  // One token per host, in the order of the hosts (`side` makes them).
+  const tokens = (process.env['BENCH_ENROLL_TOKENS'] ?? '').split(',');
   const agents: RunningAgent[] = [];
   for (let i = first; i < first + count; i += 10) {
     const batch = Array.from({ length: Math.min(10, first + count - i) }, (_, k) => {
       const n = String(i + k).padStart(3, '0');
-      return startAgent({ ...s, hostId: `bench-host-${n}`, machine: `bench-${n}`, scratch: path.join(s.scratch, n) }, quiet);
+      return startAgent({ ...s, hostId: `bench-host-${n}`, machine: `bench-${n}`, scratch: path.join(s.scratch, n), enrollToken: tokens[i + k - first] }, quiet);
     });
     agents.push(...(await Promise.all(batch)));
   }
+  await Promise.all(agents.map((a) => a.enrolled));
   process.stdout.write('ready\n');
   await new Promise((resolve) => process.once('SIGTERM', resolve));
   await Promise.all(agents.map((a) => a.stop()));
+}
+
+/** Microseconds the coordinator's check of one report's MAC takes, median of 5 batches of 20,000. */
+function reportCheckMicroseconds(): number {
+  const agent = generateKeyPairSync('x25519');
+  const coordinator = generateKeyPairSync('x25519');
+  const key = 'SHA256:bench';
+  const enrolled: EnrolledKey = {
+    key,
+    publicKey: generateKeyPairSync('ed25519').publicKey,
+    reportKeyPem: '',
+    hostId: 'bench-host',
+    machine: 'bench',
+    macKey: reportMacKey(coordinator.privateKey, agent.publicKey, key, 'bench-host'),
+  };
+  const keys = new Map([[key, enrolled]]);
+  // About a noop report's size with its result's info and limits.
+  const report = JSON.stringify({ pad: 'x'.repeat(2000) });
+  const envelope = { report, key, mac: reportMac(reportMacKey(agent.privateKey, coordinator.publicKey, key, 'bench-host'), report) };
+  const batches: number[] = [];
+  for (let b = 0; b < 5; b++) {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < 20_000; i++) if (authenticate(envelope, (k) => keys.get(k)) !== enrolled) throw new Error('the check failed');
+    batches.push(Number(process.hrtime.bigint() - start) / 1000 / 20_000);
+  }
+  return Number(median(batches).toFixed(2));
+}
+
+/** A coordinator from the environment's settings, checking report signatures or not (`--role coordinator`). */
+export async function coordinatorProcess(verifyReports: boolean): Promise<void> {
+  const s = loadSettings(['redisUrl', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout'], {});
+  const c = await startCoordinator({ ...s, verifyReports }, (line: string) => {
+    process.stdout.write(`${line}\n`);
+  });
+  await new Promise((resolve) => process.once('SIGTERM', resolve));
+  await c.stop();
 }
 
 /** CPU seconds (user + system) a process has used so far. */
@@ -70,21 +137,24 @@ const Agents = z.object({ hosts: z.number() }).loose();
 const Created = z.object({ id: z.string(), runs: z.number() }).loose();
 const Matrix = z.object({ state: z.string() }).loose();
 
-async function side(redisUrl: string, cli: string, self: string, hosts: number, runs: number, round: number): Promise<HostScalingSide> {
+const Tokens = z.object({ tokens: z.array(z.string()) }).loose();
+
+async function side(redisUrl: string, self: string, hosts: number, runs: number, round: number, verifyReports: boolean): Promise<HostScalingSide> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-hosts-'));
-  const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: `bench-hosts-${hosts}-${round}`, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
-  const coord = child([cli, 'coordinator'], env);
+  const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: `bench-hosts-${hosts}-${round}-${verifyReports ? 'v' : 'n'}`, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
+  const coord = child([self, '--role', 'coordinator', '--verify-reports', verifyReports ? 'on' : 'off'], env);
   const procs: ReturnType<typeof child>[] = [];
   try {
     const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
-    const agentEnv = { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem') };
+    const client = new CoordinatorClient(url);
+    const { tokens } = Tokens.parse(await client.json('POST', '/v1/agents/tokens', { count: hosts, ttl: '1h' }));
     for (let p = 0; p < AGENT_PROCESSES; p++) {
       const first = Math.floor((p * hosts) / AGENT_PROCESSES);
       const count = Math.floor(((p + 1) * hosts) / AGENT_PROCESSES) - first;
+      const agentEnv = { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), BENCH_ENROLL_TOKENS: tokens.slice(first, first + count).join(',') };
       procs.push(child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], agentEnv));
     }
-    for (const p of procs) await waitOutput(p.output, /ready/);
-    const client = new CoordinatorClient(url);
+    for (const p of procs) await waitOutput(p.output, /ready/, 120_000);
     while (Agents.parse(await client.json('GET', '/v1/agents')).hosts < hosts) await sleep(100);
     const cells = Math.ceil(runs / hosts);
     const before = await cpuSecondsOf(coord.proc.pid);
@@ -105,6 +175,7 @@ async function side(redisUrl: string, cli: string, self: string, hosts: number, 
     const idle = (await cpuSecondsOf(coord.proc.pid)) - idleBefore;
     return {
       hosts,
+      verifyReports,
       runs: placed,
       seconds: Number(seconds.toFixed(2)),
       coordinatorCpuSeconds: Number(busy.toFixed(2)),
@@ -125,19 +196,32 @@ function median(xs: readonly number[]): number {
 }
 
 /** Rounds of every host count, the order alternating so drift favours neither. */
-export async function measureHostScaling(redisUrl: string, cli: string, self: string, hostCounts: readonly number[], runs: number, rounds: number): Promise<HostScaling> {
+export async function measureHostScaling(redisUrl: string, self: string, hostCounts: readonly number[], runs: number, rounds: number): Promise<HostScaling> {
   const result: HostScaling['rounds'] = [];
+  const most = Math.max(...hostCounts);
+  // Every host count with reports checked, and the most hosts once more without.
+  const plan: [number, boolean][] = [...hostCounts.map((h): [number, boolean] => [h, true]), [most, false]];
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? hostCounts : [...hostCounts].reverse();
+    const order = round % 2 === 0 ? plan : [...plan].reverse();
     const sides: HostScalingSide[] = [];
-    for (const hosts of order) {
-      const s = await side(redisUrl, cli, self, hosts, runs, round);
-      process.stderr.write(`hosts round ${round + 1}: ${hosts} hosts: ${s.coordinatorCpuMsPerRun} ms coordinator CPU per run, idle ${s.coordinatorIdleCpuMsPerSecond} ms/s\n`);
+    for (const [hosts, verify] of order) {
+      const s = await side(redisUrl, self, hosts, runs, round, verify);
+      process.stderr.write(
+        `hosts round ${round + 1}: ${hosts} hosts${verify ? '' : ', reports not checked'}: ${s.coordinatorCpuMsPerRun} ms coordinator CPU per run, idle ${s.coordinatorIdleCpuMsPerSecond} ms/s\n`,
+      );
       sides.push(s);
     }
-    result.push({ round, sides: sides.sort((a, b) => a.hosts - b.hosts) });
+    result.push({ round, sides: sides.sort((a, b) => a.hosts - b.hosts || Number(b.verifyReports) - Number(a.verifyReports)) });
   }
-  const perRound = result.map((r) => Number(((r.sides.at(-1)?.coordinatorCpuMsPerRun ?? Number.NaN) / (r.sides[0]?.coordinatorCpuMsPerRun ?? Number.NaN)).toFixed(3)));
+  const checked = (r: HostScaling['rounds'][number]) => r.sides.filter((x) => x.verifyReports);
+  const perRound = result.map((r) => Number(((checked(r).at(-1)?.coordinatorCpuMsPerRun ?? Number.NaN) / (checked(r)[0]?.coordinatorCpuMsPerRun ?? Number.NaN)).toFixed(3)));
+  const checkShare = result.map((r) => {
+    const on = r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN;
+    const off = r.sides.find((x) => x.hosts === most && !x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN;
+    return Number(((on - off) / on).toFixed(3));
+  });
+  const direct = reportCheckMicroseconds();
+  const perRunChecked = median(result.map((r) => r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN));
   return {
     setup:
       `${runs} no-op runs per side, placement: all (cells = runs / hosts), submitted over HTTP; a coordinator process; ` +
@@ -145,5 +229,12 @@ export async function measureHostScaling(redisUrl: string, cli: string, self: st
       `coordinator CPU from the submission until the last run is stored, then ${IDLE_MS / 1000} s idle`,
     rounds: result,
     ratio: { median: median(perRound), perRound },
+    reportChecks: {
+      hosts: most,
+      median: median(checkShare),
+      perRound: checkShare,
+      directMicrosecondsPerReport: direct,
+      directShare: Number((direct / (perRunChecked * 1000)).toFixed(4)),
+    },
   };
 }

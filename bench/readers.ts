@@ -283,7 +283,10 @@ async function main(): Promise<void> {
     const coord = child([CLI, 'coordinator'], env);
     procs.push(coord.proc);
     const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
-    const agent = child([CLI, 'agent'], { ...env, FSBENCH_MACHINE: 'bench-agent' });
+    // Enrolled with a one-time token, as any agent.
+    const tokens = await fetch(`${url}/v1/agents/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const [token = ''] = z.object({ tokens: z.array(z.string()) }).loose().parse(await tokens.json()).tokens;
+    const agent = child([CLI, 'agent'], { ...env, FSBENCH_MACHINE: 'bench-agent', FSBENCH_ENROLL_TOKEN: token });
     procs.push(agent.proc);
     await waitOutput(agent.output, /waiting for runs/);
 

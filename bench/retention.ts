@@ -42,8 +42,15 @@ export async function measureRetention(redisUrl: string, cli: string, rounds: re
     () => undefined,
   );
   const env = { ...process.env, REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: prefix, FSBENCH_SCRATCH: path.join(dataDir, 'scratch'), FSBENCH_JOB_KEY: coordinator.jobKey.pem };
-  const agents = [0, 1].map((i) => spawn(process.execPath, [cli, 'agent'], { env: { ...env, FSBENCH_MACHINE: `agent${i}` }, stdio: 'ignore' }));
   const client = new CoordinatorClient(coordinator.url);
+  // Enrolled with one-time tokens, as any agent (one key and state directory each).
+  const { tokens } = z.object({ tokens: z.array(z.string()) }).loose().parse(await client.json('POST', '/v1/agents/tokens', { count: 2 }));
+  const agents = [0, 1].map((i) =>
+    spawn(process.execPath, [cli, 'agent'], {
+      env: { ...env, FSBENCH_MACHINE: `agent${i}`, FSBENCH_STATE_DIR: path.join(dataDir, 'state', String(i)), FSBENCH_ENROLL_TOKEN: tokens[i] ?? '' },
+      stdio: 'ignore',
+    }),
+  );
   const heapAfterGcMiB: Retention['heapAfterGcMiB'][number][] = [];
   try {
     let runs = 0;

@@ -9,9 +9,10 @@ import { factsLine } from '../compare/machine-facts.js';
 import { FsbenchError } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { AgentKeyView } from '../queue/enrollment.js';
+import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from '../coordinator/client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
-import { loadSettings, SETTINGS, type SettingName } from '../settings/index.js';
+import { loadSettings, settingOptions, type SettingName } from '../settings/index.js';
 
 /** The client commands' lines; the services log through their structured logger instead. */
 const log = (line: string) => {
@@ -29,14 +30,13 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 
 const AGENT_SETTINGS = [
   'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
-  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken',
+  'healthFile',
 ] as const satisfies readonly SettingName[];
 
 function withSettings(cmd: Command, names: readonly SettingName[]): Command {
-  for (const name of names) {
-    const s = SETTINGS[name];
-    cmd.option(s.flag, `${s.doc} [${s.env}; default ${s.default}]`);
-  }
+  // A secret's file flag (--token-file) comes with it.
+  for (const o of names.flatMap(settingOptions)) cmd.option(o.flags, o.description);
   return cmd;
 }
 
@@ -111,13 +111,19 @@ function age(iso: string): string {
   return formatDuration(Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 100) * 100));
 }
 
+/** Prints rows of `table` padded to its columns' widths. */
+function columns(table: readonly (readonly string[])[]): (row: readonly string[]) => string {
+  const widths = table[0]?.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length))) ?? [];
+  return (r) => `${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`;
+}
+
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy'],
+    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy'],
+      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
       opts,
     );
     // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's
@@ -141,21 +147,30 @@ export function registerRemoteCommands(program: Command): void {
       logger.info(line);
     };
     const a = await startAgent(s, agentLog);
-    await untilSignalled(() => a.stop(), agentLog);
+    // An enrollment that cannot succeed (this key bound to another host) stops the agent with its error, rather than idling.
+    const failed = a.enrolled.then(
+      () => new Promise<never>(() => undefined),
+      async (err: unknown) => {
+        await a.stop();
+        // Stopped by a signal while waiting: that is untilSignalled's to answer.
+        if (err instanceof FsbenchError && err.code === 'CANCELLED') return;
+        throw err;
+      },
+    );
+    await Promise.race([untilSignalled(() => a.stop(), agentLog), failed]);
   });
 
-  withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), ['url', 'token'])
+  withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), CLIENT_SETTINGS)
     .argument('<matrix>', 'matrix file')
     .option('--wait', 'follow the progress until the matrix is done')
     .action(async (file: string, opts: Record<string, unknown>) => {
-      const s = loadSettings(['url', 'token'], opts);
+      const client = clientFromSettings(opts);
       let text: string;
       try {
         text = await readFile(file, 'utf8');
       } catch (err) {
         throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
       }
-      const client = new CoordinatorClient(s.url, s.token);
       // YAML is a superset of JSON, so one content type serves both kinds of file.
       const res = await client.fetch('POST', '/v1/matrices', { body: text, contentType: 'application/yaml' });
       const m = Submitted.parse(await res.json());
@@ -168,28 +183,27 @@ export function registerRemoteCommands(program: Command): void {
       log(`done: ${final.storedRuns} runs, ${final.failedRuns} failed, ${final.skippedRuns} skipped; see \`fsbench results ${m.id}\``);
     });
 
-  withSettings(program.command('results').description("Print a matrix's runs and per-cell statistics"), ['url', 'token'])
+  withSettings(program.command('results').description("Print a matrix's runs and per-cell statistics"), CLIENT_SETTINGS)
     .argument('<id>', 'matrix id')
     .addOption(new Option('--format <format>', 'output format').choices(FORMAT_NAMES).default('md'))
     .addOption(new Option('--table <table>', 'with --format csv: aggregates or raw runs').choices(['cells', 'runs']).default('cells'))
     .action(async (id: string, opts: Record<string, unknown>) => {
-      const s = loadSettings(['url', 'token'], opts);
+      const client = clientFromSettings(opts);
       const q = new URLSearchParams({ format: String(opts['format']), table: String(opts['table']) });
-      const text = await new CoordinatorClient(s.url, s.token).text(`/v1/matrices/${encodeURIComponent(id)}/results?${q.toString()}`);
+      const text = await client.text(`/v1/matrices/${encodeURIComponent(id)}/results?${q.toString()}`);
       process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
     });
 
-  withSettings(program.command('agents').description('List the live agents'), ['url', 'token'])
+  const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled or waiting for approval'), CLIENT_SETTINGS)
     .option('--json', 'print the JSON answer')
     .action(async (opts: Record<string, unknown>) => {
-      const s = loadSettings(['url', 'token'], opts);
-      const body = await new CoordinatorClient(s.url, s.token).json('GET', '/v1/agents');
+      const body = await clientFromSettings(opts).json('GET', '/v1/agents');
       if (opts['json'] === true) {
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
         return;
       }
-      const { agents } = z.object({ agents: z.array(AgentStatus) }).parse(body);
-      const rows = agents.map((a) => [
+      const { agents: live, keys } = z.object({ agents: z.array(AgentStatus), keys: z.array(AgentKeyView) }).parse(body);
+      const rows = live.map((a) => [
         a.machine,
         a.hostId.slice(0, 8),
         a.labels.join(',') || '-',
@@ -198,15 +212,43 @@ export function registerRemoteCommands(program: Command): void {
         String(a.runsDone),
       ]);
       const table = [['MACHINE', 'HOST', 'LABELS', 'HEARTBEAT', 'RUN', 'DONE'], ...rows];
-      const widths = table[0]?.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length))) ?? [];
-      const line = (r: readonly string[]) => `${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`;
       const [heading] = table;
-      if (heading) process.stdout.write(line(heading));
+      if (heading) process.stdout.write(columns(table)(heading));
       // The machine's facts under its row: too long for a column, and what tells two agents' numbers apart.
-      agents.forEach((a, i) => {
+      live.forEach((a, i) => {
         const r = rows[i];
-        if (r) process.stdout.write(`${line(r)}  ${factsLine(a.fingerprint)}\n`);
+        if (r) process.stdout.write(`${columns(table)(r)}  ${factsLine(a.fingerprint)}\n`);
       });
-      if (agents.length === 0) log('no live agent');
+      if (live.length === 0) log('no live agent');
+      if (keys.length > 0) {
+        const keyTable = [['KEY', 'STATE', 'MACHINE', 'HOST', 'SINCE'], ...keys.map((k) => [k.key, k.state === 'enrolled' ? `enrolled (${k.via ?? '?'})` : 'PENDING', k.machine, k.hostId, k.enrolledAt ?? k.firstSeen])];
+        process.stdout.write('\n');
+        for (const r of keyTable) process.stdout.write(columns(keyTable)(r));
+        const pending = keys.filter((k) => k.state === 'pending');
+        if (pending.length > 0) log(`${pending.length} agent(s) wait for approval: fsbench agents approve <machine, host or key>`);
+      }
+    });
+
+  withSettings(agents.command('approve').description("Enroll a waiting agent's key, binding it to its host: its signed reports count from then on"), CLIENT_SETTINGS)
+    .argument('<agent>', 'the machine name, host id or key fingerprint `fsbench agents` shows for it')
+    .action(async (agent: string, _opts: unknown, cmd: Command) => {
+      // optsWithGlobals: `agents` has the same options, and commander gives them to it wherever they stand.
+      const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/approve', { agent }));
+      log(`enrolled ${key.key} of ${key.machine} (host ${key.hostId})`);
+    });
+
+  withSettings(agents.command('token').description('Make one-time enrollment tokens: an agent started with one (FSBENCH_ENROLL_TOKEN) enrolls itself'), CLIENT_SETTINGS)
+    .option('--count <n>', 'how many (one per agent host)', '1')
+    .option('--ttl <duration>', 'how long they stay valid (1m to 30d)', '1h')
+    .action(async (_opts: unknown, cmd: Command) => {
+      const opts: Record<string, unknown> = cmd.optsWithGlobals();
+      const count = Number(opts['count']);
+      if (!Number.isInteger(count) || count < 1) throw new FsbenchError('CONFIG_INVALID', `--count ${String(opts['count'])} must be a whole number of tokens, at least 1`);
+      const answer = z
+        .object({ tokens: z.array(z.string()), expiresAt: z.string() })
+        .parse(await clientFromSettings(opts).json('POST', '/v1/agents/tokens', { count, ttl: String(opts['ttl']) }));
+      // The tokens on stdout, one per line, for scripts; what they are on stderr.
+      for (const t of answer.tokens) process.stdout.write(`${t}\n`);
+      log(`${answer.tokens.length} one-time token(s), valid until ${answer.expiresAt}: give each agent host one as FSBENCH_ENROLL_TOKEN (or FSBENCH_ENROLL_TOKEN_FILE)`);
     });
 }

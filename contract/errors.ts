@@ -72,10 +72,15 @@ export const ERRORS = {
   HOST_TOO_SMALL: { status: 500, exit: 1, doc: 'the cell needs more memory or scratch space than this host has free (tmpfs files against MemAvailable, filesystem images against the scratch filesystem): shrink the cell' },
   TARGET_NOT_ALLOWED: { status: 500, exit: 1, doc: "the cell's `target` directory is outside the roots this host allows (FSBENCH_ALLOWED_TARGETS; by default the scratch directory)" },
   LIMIT_NOT_ALLOWED: { status: 500, exit: 1, doc: 'the cell asks for more inotify queued events or watches than this host allows (FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES)' },
+  DIRECTORY_UNSAFE: { status: 500, exit: 1, doc: 'the scratch or journal directory, or a directory on its path, is not owned by root (or this user), is writable by others, or is a symlink, so another local user could steer what fsbench writes and removes: the message names the directory and how to fix it' },
   // Agents.
   HOST_ID_UNREADABLE: { status: 500, exit: 1, doc: 'the agent cannot read the kernel boot id that identifies its host: mount /proc, or set FSBENCH_HOST_ID' },
   JOB_INVALID: { status: 500, exit: 1, doc: 'an agent took a job that is not a run job it understands: run agents and coordinator of one fsbench version' },
   JOB_UNSIGNED: { status: 500, exit: 1, doc: "an agent refused a job without a valid signature of its coordinator's key, running nothing: someone else wrote it to Redis, or FSBENCH_JOB_KEY is not that coordinator's public key" },
+  JOB_MISROUTED: { status: 500, exit: 1, doc: "an agent refused a signed job that is not where its coordinator put it (another id, another queue, another host's run), running nothing: a copy written to Redis by someone else" },
+  JOB_EXPIRED: { status: 500, exit: 1, doc: 'an agent refused a job past the expiry its coordinator signed into it (FSBENCH_JOB_TTL), running nothing: queued too long, or a saved job replayed' },
+  JOB_REPLAYED: { status: 500, exit: 1, doc: 'an agent refused a job that ran on its host already, or that carries repeat or delay options its coordinator never sets, running nothing' },
+  JOB_CANCELLED: { status: 500, exit: 1, doc: 'an agent refused a job of a cancelled matrix, running nothing' },
   INTERNAL: { status: 500, exit: 1, doc: "a bug in fsbench, or an answer it does not understand; the coordinator's log has the details" },
 } as const satisfies Record<string, ErrorSpec>;
 

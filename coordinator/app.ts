@@ -1,7 +1,8 @@
 /**
  * The coordinator's HTTP API as an express app, built from its dependencies and never listening
  * by itself: tests drive it in-process, `server.ts` gives it a port. Every answer passes the edge
- * first: an access line in the log, security headers (helmet), a rate limit on writes.
+ * first: an access line in the log, security headers (helmet), a rate limit on writes, and for
+ * open reads a Host header that names this machine (auth.ts, against DNS rebinding).
  */
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
@@ -9,17 +10,17 @@ import { rateLimit } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Logger, SerializedRequest, SerializedResponse } from 'pino';
 import { pinoHttp } from 'pino-http';
-import { liveAgents } from '../queue/registry.js';
 import { compareRouter, resultsUploadRouter } from './compare-routes.js';
 import { storeResultSink, storeRunSource } from './store-adapter.js';
 import { dashboardRouter } from './dashboard.js';
 import type { CoordinatorMetrics } from './metrics-route.js';
-import { principalOf, requireRead, requireWrite, type AuthConfig } from './auth.js';
+import { principalOf, requireKnownHost, requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { FsbenchError } from '../contract/errors.js';
 import { errorHandler } from './errors.js';
 import { logTo, pathOf, withRequestLogger } from './log.js';
 import { withDeadline } from './deadline.js';
 import { matricesRouter, type MatricesDeps } from './matrices.js';
+import { agentsRouter } from './agents.js';
 import { coordinatorMetrics } from './metrics.js';
 
 export interface AppDeps extends MatricesDeps {
@@ -129,6 +130,8 @@ export function buildApp(d: AppDeps): Express {
   if (d.logger !== undefined) app.use(accessLog(d.logger, d.auth), withRequestLogger());
   app.use(securityHeaders());
   if (d.writeLimit !== undefined && d.writeLimit > 0) app.use(writeLimiter(d.writeLimit));
+  // Before every route, those added later too; /healthz and /readyz are exempt inside.
+  app.use(requireKnownHost(d.auth));
 
   app.get('/healthz', (_req, res) => {
     res.json({ ok: true });
@@ -154,10 +157,7 @@ export function buildApp(d: AppDeps): Express {
 
   app.use('/v1/matrices', matricesRouter(d));
 
-  app.get('/v1/agents', requireRead(d.auth), async (_req, res) => {
-    const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
-    res.json({ hosts: new Set(agents.map((a) => a.hostId)).size, agents });
-  });
+  app.use(agentsRouter(d));
 
   const read = requireRead(d.auth);
   app.use(compareRouter({ source: storeRunSource(d.store), read }));

@@ -27,9 +27,11 @@ import { adaptiveRepetitions } from '../contract/matrix.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
 import { scheduleInfo } from '../contract/schedule.js';
 import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, QueuedRunJob, RunReport, type RunJob } from '../queue/jobs.js';
+import { ANY_TARGET, jobId, qualifiedQueueName, QueuedRunJob, RunReport, SignedRunReport, type RunJob } from '../queue/jobs.js';
 import { fingerprintsKey } from '../queue/keys.js';
 import type { JobVerifier } from '../queue/signing.js';
+import { proofMatches, reportMac } from '../queue/enrollment.js';
+import type { EnrolledKey } from './enrollment.js';
 import type { MatrixRecord, Store, StoredRun } from './store.js';
 
 /**
@@ -49,7 +51,7 @@ const GATHER_MS = 25;
  * stored as a failed run saying why, not dropped.
  */
 const Report = RunReport.extend({ result: z.unknown() });
-type Report = z.infer<typeof Report>;
+type Report = z.infer<typeof Report> & { readonly signedBy?: string };
 
 /** XINFO STREAM's answer: names and values, alternating. */
 const StreamInfo = z.array(z.unknown());
@@ -72,7 +74,19 @@ function compareIds(a: string, b: string): number {
 const MAX_STALLS = 19;
 
 /** Why a report or failed job was dropped: the label of fsbench_reports_dropped_total. */
-export type DropReason = 'not-a-report' | 'unsigned' | 'wrong-queue' | 'unknown-matrix' | 'unknown-target' | 'unknown-cell' | 'repetition' | 'attempts';
+export type DropReason =
+  | 'not-a-report'
+  | 'unsigned'
+  | 'unenrolled'
+  | 'bad-mac'
+  | 'wrong-host'
+  | 'wrong-job'
+  | 'wrong-queue'
+  | 'unknown-matrix'
+  | 'unknown-target'
+  | 'unknown-cell'
+  | 'repetition'
+  | 'attempts';
 
 /** What a report or a failed job claims: checked against what the coordinator issued. */
 interface Claim {
@@ -110,6 +124,15 @@ export interface CollectorDeps {
   readonly maxAttempts: number;
   /** Told of every report or failed job dropped (a metric). */
   readonly onDropped?: (reason: DropReason, n: number) => void;
+  /** The enrolled agent key with a fingerprint (enrollment.ts): a report counts only with its MAC. */
+  readonly enrolledKey: (key: string) => EnrolledKey | undefined;
+  /**
+   * False only in `npm run bench:dispatch`, to measure what checking the agents' signatures costs
+   * side by side: never a setting, since a coordinator that does not check them stores forgeries.
+   */
+  readonly verifyReports?: boolean;
+  /** Reads the enrollments again (enrollment.ts sync), when a report names a key not known yet. */
+  readonly refreshKeys?: () => Promise<void>;
 }
 
 /** Drops of one batch, logged once per reason. */
@@ -203,23 +226,33 @@ export class Collector {
     const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
     const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
     if (!read) return 0;
-    const reports: Report[] = [];
     const readTo = new Map<string, string>();
-    const drops: Drops = new Map();
-    const issued = this.issuedCheck();
     let n = 0;
-    for (const [stream, entries] of read) {
-      const last = entries.at(-1);
-      if (!last) continue;
-      readTo.set(stream, last[0]);
-      n = Math.max(n, entries.length);
-      for (const [id, fields] of entries) {
-        const report = this.reportOf(stream, id, fields, drops);
-        if (!report) continue;
-        const why = issued(report, targetOf.get(stream));
-        if (why === null) reports.push(report);
-        else drop(drops, why, `${stream} entry ${id} (matrix ${report.matrixId}, cell ${report.cellId}, target ${report.target}, repetition ${report.repetition}, attempt ${report.attempts})`);
+    const collect = (): { reports: Report[]; drops: Drops } => {
+      const reports: Report[] = [];
+      const drops: Drops = new Map();
+      const issued = this.issuedCheck();
+      for (const [stream, entries] of read) {
+        const last = entries.at(-1);
+        if (!last) continue;
+        readTo.set(stream, last[0]);
+        n = Math.max(n, entries.length);
+        for (const [id, fields] of entries) {
+          const report = this.reportOf(stream, id, fields, drops);
+          if (!report) continue;
+          const why = issued(report, targetOf.get(stream));
+          if (why === null) reports.push(report);
+          else drop(drops, why, `${stream} entry ${id} (matrix ${report.matrixId}, cell ${report.cellId}, target ${report.target}, repetition ${report.repetition}, attempt ${report.attempts})`);
+        }
       }
+      return { reports, drops };
+    };
+    let { reports, drops } = collect();
+    // A key enrolled a moment ago (its approval not read yet): looked for once more before its reports are dropped.
+    // Once per batch, however many junk reports name unknown keys: two hash reads, and unchanged announcements are not verified again.
+    if (drops.has('unenrolled') && this.deps.refreshKeys) {
+      await this.deps.refreshKeys();
+      ({ reports, drops } = collect());
     }
     this.reportDrops(drops, 'report');
     await this.resolveFingerprints(new Set(reports.map((r) => r.fingerprint)));
@@ -317,11 +350,46 @@ export class Collector {
     } catch {
       json = undefined;
     }
-    const report = Report.safeParse(json);
-    if (report.success) return report.data;
     const job = field(fields, 'jobId') ?? '?';
-    drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
-    return null;
+    const envelope = SignedRunReport.safeParse(json);
+    if (!envelope.success) {
+      drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a signed run report (${envelope.error.issues[0]?.message ?? 'invalid'})`);
+      return null;
+    }
+    const { report: text, key } = envelope.data;
+    const verify = this.deps.verifyReports ?? true;
+    const checked = verify ? authenticate(envelope.data, this.deps.enrolledKey) : null;
+    if (checked === 'unenrolled') {
+      drop(drops, 'unenrolled', `${stream} entry ${id}: job ${job} completed with a report from ${key}, which is not an enrolled agent key`);
+      return null;
+    }
+    if (checked === 'bad-mac') {
+      drop(drops, 'bad-mac', `${stream} entry ${id}: job ${job} completed with a report whose MAC is not ${key}'s over it`);
+      return null;
+    }
+    const signer = checked ?? undefined;
+    let inner: unknown;
+    try {
+      inner = JSON.parse(text);
+    } catch {
+      inner = undefined;
+    }
+    const report = Report.safeParse(inner);
+    if (!report.success) {
+      drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
+      return null;
+    }
+    const r = report.data;
+    // An enrolled key speaks for its own host only: for runs issued to it, or to any host.
+    if (verify && signer !== undefined && (r.hostId !== signer.hostId || (r.target !== ANY_TARGET && r.target !== signer.hostId))) {
+      drop(drops, 'wrong-host', `${stream} entry ${id}: a report for target ${r.target} from host ${r.hostId}, authenticated by ${key} of host ${signer.hostId}`);
+      return null;
+    }
+    if (r.jobId !== job || r.jobId !== jobId(r.matrixId, r.cellId, r.target, r.repetition)) {
+      drop(drops, 'wrong-job', `${stream} entry ${id}: job ${job} completed with the report of job ${r.jobId}`);
+      return null;
+    }
+    return { ...r, signedBy: key };
   }
 
   /** Looks up, checks and stores the fingerprints the agents published that are not known here yet. */
@@ -372,6 +440,7 @@ export class Collector {
         result: { ...result.data, fingerprint },
         attempts: r.attempts,
         fingerprintHash: r.fingerprint,
+        ...(r.signedBy === undefined ? {} : { signedBy: r.signedBy }),
       };
     }
     const why = !result.success
@@ -427,6 +496,13 @@ export class Collector {
       drop(drops, 'unsigned', `job ${job.id ?? '?'} (matrix ${run.matrixId}, cell ${run.cell.id}) without a valid signature: ${job.failedReason || 'no reason recorded'}`);
       return null;
     }
+    // A signed job copied under another id, onto another queue or with repeat (the agent refused
+    // it, JOB_MISROUTED or JOB_REPLAYED) is not the run it copies: it must not stand for it.
+    const repeating = 'repeat' in job.opts || job.repeatJobKey !== undefined;
+    if (job.id !== run.id || run.id !== jobId(run.matrixId, run.cell.id, run.target, run.repetition) || job.queueQualifiedName !== run.queue || run.queue !== qualifiedQueueName(this.deps.prefix, run.target) || repeating) {
+      drop(drops, 'wrong-job', `failed job ${job.id ?? '?'} on ${job.queueQualifiedName} is a copy of the signed job ${run.id} for ${run.queue}`);
+      return null;
+    }
     const claim = { matrixId: run.matrixId, cellId: run.cell.id, target: run.target, repetition: run.repetition, attempts: Math.max(1, job.attemptsMade) };
     // A signed job names an issued run; still checked, as the coordinator's key may have been replaced.
     const notIssued = issued(claim, queueTarget);
@@ -435,6 +511,9 @@ export class Collector {
       return null;
     }
     // attemptsStarted also counts the start that only found the job over its stall limit.
+    // An agent's refusal of a job past its expiry or of a cancelled matrix says so; anything else is a run nobody finished.
+    const refused = /\[(JOB_EXPIRED|JOB_CANCELLED)\]/.exec(job.failedReason)?.[1];
+    if (refused === 'JOB_EXPIRED' || refused === 'JOB_CANCELLED') return this.gaveUp(refused, run, job.failedReason, claim.attempts);
     const why = `the run was given up after ${job.attemptsMade} attempt(s) (${job.stalledCounter} by agents that died): ${job.failedReason || 'no reason recorded'}`;
     return this.gaveUp('ABANDONED', run, why, claim.attempts);
   }
@@ -453,6 +532,16 @@ export class Collector {
       attempts,
     };
   }
+}
+
+/**
+ * The enrolled key whose MAC a report carries, or why it carries none: what checking a report
+ * costs the coordinator (bench/host-scaling.ts measures it alone).
+ */
+export function authenticate(envelope: SignedRunReport, enrolledKey: (key: string) => EnrolledKey | undefined): EnrolledKey | 'unenrolled' | 'bad-mac' {
+  const signer = enrolledKey(envelope.key);
+  if (signer === undefined) return 'unenrolled';
+  return proofMatches(reportMac(signer.macKey, envelope.report), envelope.mac) ? signer : 'bad-mac';
 }
 
 function drop(drops: Drops, reason: DropReason, example: string): void {

@@ -10,8 +10,10 @@ import { maxRepetitions, type Cell, type Matrix, type Placement } from '../contr
 import type { AgentStatus } from '../queue/registry.js';
 import { FsbenchError } from '../contract/errors.js';
 import { runOrder, type RunOrder } from '../contract/schedule.js';
-import { ANY_TARGET, eventStreamLength, jobId, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
+import { randomBytes } from 'node:crypto';
+import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
 import type { JobSigner } from '../queue/signing.js';
+import { cancelledKey } from '../queue/keys.js';
 import type { TargetInfo } from './store.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
@@ -79,6 +81,8 @@ export class Dispatcher {
     private readonly maxQueued: number,
     /** Every job carries the coordinator's signature: agents run nothing else. */
     private readonly signer: JobSigner,
+    /** FSBENCH_JOB_TTL: how long after signing an agent may start a job. */
+    private readonly jobTtlMs: number = 7 * 86_400_000,
   ) {}
 
   queue(target: string): Queue<unknown, unknown> {
@@ -134,13 +138,21 @@ export class Dispatcher {
   }
 
   private job(matrixId: string, cell: Cell, target: string, repetition: number, warmup: number): QueuedJob {
-    const run: RunJob = { matrixId, cell, repetition, warmup, target };
+    const id = jobId(matrixId, cell.id, target, repetition);
+    const issuedAt = Date.now();
+    // Where it may sit, until when, and which issuance: a saved copy is refused elsewhere, later or again (agent/admission.ts).
+    const run: RunJob = {
+      matrixId, cell, repetition, warmup, target,
+      id, queue: qualifiedQueueName(this.prefix, target), issuedAt, expiresAt: issuedAt + this.jobTtlMs, nonce: randomBytes(16).toString('base64url'),
+    };
     const data: SignedRunJob = { ...run, signature: this.signer.sign(run) };
-    return { name: RUN_JOB_NAME, data, opts: { jobId: jobId(matrixId, cell.id, target, repetition), ...runJobOptions(this.maxAttempts) } };
+    return { name: RUN_JOB_NAME, data, opts: { jobId: id, ...runJobOptions(this.maxAttempts) } };
   }
 
   /** Removes the runs that have not started; returns how many. Started ones run to the end. */
   async cancel(r: EnqueueRequest): Promise<number> {
+    // First: agents refuse the matrix's jobs from now on (JOB_CANCELLED), copies replayed later included, until they would have expired anyway.
+    await this.redis.set(cancelledKey(this.prefix, r.matrixId), '1', 'PX', this.jobTtlMs);
     let removed = 0;
     for (const t of r.targets) {
       const q = this.queue(t.target);

@@ -18,6 +18,7 @@ export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
 import { MATRIX_STATES, type MatrixRecord, type Store } from './store.js';
 import type { Redis } from 'ioredis';
+import type { Enrollment } from './enrollment.js';
 
 
 export interface MatricesDeps {
@@ -28,6 +29,8 @@ export interface MatricesDeps {
   readonly prefix: string;
   readonly auth: AuthConfig;
   readonly limits: Limits;
+  /** Enrolled agent keys: placements choose among their hosts only. Every host counts when omitted (tests of the API alone). */
+  readonly enrollment?: Enrollment | undefined;
   /** Inside a request the line carries its id, path and principal; `fields` are for log pipelines. */
   readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
 }

@@ -15,6 +15,10 @@ export interface MetricsSnapshot {
   readonly runsByState: Readonly<Record<'ok' | 'failed' | 'skipped', number>>;
   readonly matricesByState: Readonly<Partial<Record<'queued' | 'running' | 'done' | 'cancelled', number>>>;
   readonly liveAgents: number;
+  /** Jobs agents refused, by error code (JOB_MISROUTED, JOB_EXPIRED, ...), since Redis was new. */
+  readonly refusedJobs?: Readonly<Record<string, number>>;
+  /** Agent keys enrolled, and waiting for enrollment. */
+  readonly agentKeys?: { readonly enrolled: number; readonly pending: number };
 }
 
 export interface MetricsDeps {
@@ -92,6 +96,28 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
     registers: [registry],
     async collect() {
       this.set((await snapshot()).liveAgents);
+    },
+  });
+  new Gauge({
+    // A counter kept in Redis by the agents, read at each scrape: hence a gauge that only grows.
+    name: 'fsbench_jobs_refused_total',
+    help: 'Signed jobs agents refused without running them (copied under another id or queue, expired, replayed, of a cancelled matrix), by error code.',
+    labelNames: ['code'] as const,
+    registers: [registry],
+    async collect() {
+      for (const [code, n] of Object.entries((await snapshot()).refusedJobs ?? {})) this.set({ code }, n);
+    },
+  });
+  new Gauge({
+    name: 'fsbench_agent_keys',
+    help: 'Agent keys by enrollment state: enrolled, or waiting for `fsbench agents approve`.',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    async collect() {
+      const keys = (await snapshot()).agentKeys;
+      if (!keys) return;
+      this.set({ state: 'enrolled' }, keys.enrolled);
+      this.set({ state: 'pending' }, keys.pending);
     },
   });
   const durations = new Histogram({

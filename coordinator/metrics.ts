@@ -11,6 +11,22 @@ import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET } from '../queue/jobs.js';
 import type { Store } from './store.js';
+import { z } from 'zod';
+import { refusalsKey } from '../queue/keys.js';
+import type { Enrollment } from './enrollment.js';
+import type { AgentKeyView } from '../queue/enrollment.js';
+
+/** Agents count their refusals by error code (agent/admission.ts); anything else there is not counted. */
+const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {
+  const out: Record<string, number> = {};
+  for (const [code, n] of Object.entries(counts)) if (/^JOB_[A-Z_]{1,40}$/.test(code) && /^\d{1,15}$/.test(n)) out[code] = Number(n);
+  return out;
+});
+
+function countKeys(keys: readonly AgentKeyView[]): { enrolled: number; pending: number } {
+  const enrolled = keys.filter((k) => k.state === 'enrolled').length;
+  return { enrolled, pending: keys.length - enrolled };
+}
 
 /**
  * Queues of matrices finished this long ago are no longer counted: a finished matrix has no
@@ -26,6 +42,8 @@ export interface MetricsSources {
   readonly prefix: string;
   /** Who may scrape: /metrics follows FSBENCH_READ_AUTH like every read. Open when omitted. */
   readonly auth?: AuthConfig;
+  /** Agent keys enrolled and waiting; not counted when omitted. */
+  readonly enrollment?: Enrollment;
 }
 
 async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
@@ -42,6 +60,8 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
     runsByState,
     matricesByState,
     liveAgents: (await liveAgents(s.redis, s.prefix)).length,
+    refusedJobs: RefusalCounts.parse(await s.redis.hgetall(refusalsKey(s.prefix))),
+    agentKeys: countKeys(s.enrollment?.list(100_000) ?? []),
   };
 }
 

@@ -18,6 +18,8 @@ export type StoredRun =
       readonly attempts: number;
       /** The result's fingerprint's hash when it is known already (and its fingerprint stored). */
       readonly fingerprintHash?: string;
+      /** The enrolled agent key whose signature the report carried; absent for uploads. */
+      readonly signedBy?: string;
     }
   | {
       readonly kind: 'gave-up';
@@ -56,6 +58,8 @@ export interface RunRow {
   histograms: string | null;
   /** JSON: the run's interference (contract/interference.ts), apart so that aggregation reads it without the details; null before it was measured. */
   interference: string | null;
+  /** The agent key that signed the report; null for what the coordinator recorded itself (a run given up) and for uploads. */
+  signed_by: string | null;
 }
 
 /** The values of an INSERT into `runs`, in the order of its columns. */
@@ -80,6 +84,7 @@ export type RowValues = [
   storedAt: number,
   histograms: string | null,
   interference: string | null,
+  signedBy: string | null,
 ];
 
 /** What aggregation reads of the stored column; loose, so a newer version's extra fields do not hide it. */
@@ -95,20 +100,21 @@ export function interferenceOfRow(text: string | null): RunInterference | undefi
 export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineFingerprint) => string): RowValues {
   if (run.kind === 'gave-up') {
     return [run.matrixId, run.cell.id, run.target, run.repetition, run.machine, null, 'failed', JSON.stringify(run.cell.params),
-      null, null, null, run.code, run.message, null, null, null, run.attempts, now, null, null];
+      null, null, null, run.code, run.message, null, null, null, run.attempts, now, null, null, null];
   }
   const r = run.result;
   const fp = run.fingerprintHash ?? fingerprintHash(r.fingerprint);
   const interference = r.interference ? JSON.stringify(r.interference) : null;
+  const signedBy = run.signedBy ?? null;
   const common = [run.matrixId, r.cellId, run.target, r.repetition, r.fingerprint.machine, r.fingerprint.bootId, r.state,
     JSON.stringify(r.params), r.startedAt, r.finishedAt] as const;
   switch (r.state) {
     case 'ok':
       return [...common, JSON.stringify(r.metrics), null, null, null, JSON.stringify({ limits: r.limits, info: r.info }), fp, run.attempts, now,
-        Object.keys(r.histograms).length > 0 ? JSON.stringify(r.histograms) : null, interference];
+        Object.keys(r.histograms).length > 0 ? JSON.stringify(r.histograms) : null, interference, signedBy];
     case 'failed':
-      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now, null, interference];
+      return [...common, null, r.error.code, r.error.message, null, JSON.stringify({ limits: r.limits }), fp, run.attempts, now, null, interference, signedBy];
     case 'skipped':
-      return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null, null];
+      return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null, null, signedBy];
   }
 }

@@ -15,6 +15,7 @@ import { ProgressHub } from './events.js';
 import { loggerOf, logTo, type LogSink } from './log.js';
 import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
 import { Store } from './store.js';
+import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
 import { loadOrCreateJobKey, writePublicKeyCopy, type JobVerifier } from '../queue/signing.js';
 
@@ -24,6 +25,8 @@ export interface CoordinatorSettings extends RedisChannel {
   readonly host: string;
   readonly token: string | undefined;
   readonly readAuth: 'open' | 'token';
+  /** FSBENCH_ALLOWED_HOSTS: names an open read's Host may carry besides localhost and IP addresses (none when omitted). */
+  readonly allowedHosts?: readonly string[];
   readonly dataDir: string;
   readonly maxAttempts: number;
   readonly maxBody: number;
@@ -39,6 +42,15 @@ export interface CoordinatorSettings extends RedisChannel {
   readonly maxStreams?: number;
   /** FSBENCH_JOB_KEY_COPY: another file to write the public job key to, for agents (compose). */
   readonly jobKeyCopy?: string | undefined;
+  /** FSBENCH_JOB_TTL; the settings table's default when omitted. */
+  readonly jobTtl?: number;
+  /** FSBENCH_ENROLL_TOKEN_COPY: a file kept holding one unused enrollment token, for this machine's agents (compose). */
+  readonly enrollTokenCopy?: string | undefined;
+  /**
+   * Off only in `npm run bench:dispatch`, to measure what checking the agents' report signatures
+   * costs: deliberately not a setting (see CollectorDeps.verifyReports).
+   */
+  readonly verifyReports?: boolean;
 }
 
 export interface RunningCoordinator {
@@ -53,6 +65,10 @@ export interface RunningCoordinator {
 const COLLECT_POLL_MS = 100;
 /** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
 const HOST_CHECK_MS = 10_000;
+/** How often agents' key announcements are read: enrolling with a token takes at most this long. */
+const ENROLL_SYNC_MS = 1_000;
+/** FSBENCH_JOB_TTL's default (settings/index.ts), for coordinators embedded without it. */
+const DEFAULT_JOB_TTL_MS = 7 * 86_400_000;
 /** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
 const REQUEUE_RETRY_MS = 5_000;
 
@@ -71,9 +87,20 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       `${s.jobKeyCopy !== undefined ? ` (also written to ${s.jobKeyCopy})` : ''} as FSBENCH_JOB_KEY`,
     { event: 'coordinator.job-key', fingerprint: jobKey.signer.verifier.fingerprint, publicKeyFile: jobKey.publicKeyFile },
   );
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer);
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? DEFAULT_JOB_TTL_MS);
+  const enrollment = new Enrollment({
+    db: store.db,
+    redis,
+    prefix: s.queuePrefix,
+    signer: jobKey.signer,
+    log: logTo(logger.child({ component: 'enrollment' })),
+    tokenCopy: s.enrollTokenCopy,
+    reportKey: await loadOrCreateReportKey(s.dataDir),
+  });
+  await enrollment.start();
+  await enrollment.sync();
   const hub = new ProgressHub(store);
-  const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix, auth: { token: s.token, readAuth: s.readAuth } });
+  const metrics = coordinatorMetrics({ store, dispatcher, redis, prefix: s.queuePrefix, auth: { token: s.token, readAuth: s.readAuth }, enrollment });
   const droppedReports = new Counter({
     name: 'fsbench_reports_dropped_total',
     help: 'Reports and failed jobs found in Redis that this coordinator did not issue (forged or stale), dropped unstored, by reason',
@@ -135,6 +162,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     log: logTo(logger.child({ component: 'collector' })),
     pollMs: COLLECT_POLL_MS,
     verifier: jobKey.signer.verifier,
+    enrolledKey: (key) => enrollment.enrolled(key),
+    refreshKeys: () => enrollment.sync(),
+    ...(s.verifyReports === false ? { verifyReports: false } : {}),
     maxAttempts: s.maxAttempts,
     onDropped: (reason, n) => {
       droppedReports.inc({ reason }, n);
@@ -163,12 +193,23 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
         hostCheck = undefined;
       });
   }, Math.min(HOST_CHECK_MS, s.hostTimeout / 2));
+  let enrollSync: Promise<void> | undefined;
+  const enrollTimer = setInterval(() => {
+    enrollSync ??= enrollment
+      .sync()
+      .catch((err: unknown) => {
+        log(`enrolling agents: ${err instanceof Error ? err.message : String(err)}`);
+      })
+      .finally(() => {
+        enrollSync = undefined;
+      });
+  }, ENROLL_SYNC_MS);
 
   // A previous coordinator may have died between storing a matrix and enqueueing all of it, or
   // between storing a cell's last run and queueing its next.
   for (const id of store.notEnqueued()) await requeue(id, 'finished enqueueing after a restart');
   measureFurther(store.plans.judgeAll());
-  const auth = { token: s.token, readAuth: s.readAuth };
+  const auth = { token: s.token, readAuth: s.readAuth, allowedHosts: s.allowedHosts ?? [] };
   const app = buildApp({
     store,
     dispatcher,
@@ -181,6 +222,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     logger,
     writeLimit: s.writeLimit,
     metrics,
+    enrollment,
   });
   const server = await new Promise<Server>((resolve, reject) => {
     const srv = app.listen(s.port, s.host, (err?: Error) => {
@@ -212,7 +254,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
           });
         });
         clearInterval(hostTimer);
+        clearInterval(enrollTimer);
         await hostCheck;
+        await enrollSync;
         await collector.stop();
         await dispatcher.close();
         await redis.quit().catch(() => undefined);

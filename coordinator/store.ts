@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS runs (
   state TEXT NOT NULL CHECK (state IN ('ok', 'failed', 'skipped')), params TEXT NOT NULL,
   started_at TEXT, finished_at TEXT, metrics TEXT, error_code TEXT, error_message TEXT, reason TEXT,
   details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL, histograms TEXT,
-  interference TEXT,
+  interference TEXT, signed_by TEXT,
   PRIMARY KEY (matrix_id, cell_id, target, repetition)
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
@@ -158,6 +158,8 @@ export class Store {
     if (!columns.some((c) => c.name === 'histograms')) this.db.exec('ALTER TABLE runs ADD COLUMN histograms TEXT');
     // Runs stored before interference was measured keep it null.
     if (!columns.some((c) => c.name === 'interference')) this.db.exec('ALTER TABLE runs ADD COLUMN interference TEXT');
+    // Runs stored before reports were signed keep it null.
+    if (!columns.some((c) => c.name === 'signed_by')) this.db.exec('ALTER TABLE runs ADD COLUMN signed_by TEXT');
     this.plans = new CellPlans(this.db, (id) => this.getMatrix(id)?.spec, (id, now) => {
       this.storeStatements().finish.run(now, id);
     });
@@ -317,8 +319,15 @@ export class Store {
     return {
       insert: this.db.prepare(
         `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
-           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference, signed_by)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      placeholder: this.db.prepare<[string, string, string, number], { state: RunRow['state'] }>(
+        'SELECT state FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL',
+      ),
+      unplace: this.db.prepare('DELETE FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL'),
+      uncount: this.db.prepare(
+        'UPDATE matrices SET stored_runs = stored_runs - 1, ok_runs = ok_runs - ?, failed_runs = failed_runs - ?, skipped_runs = skipped_runs - ? WHERE id = ?',
       ),
       count: this.db.prepare(
         `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
@@ -340,7 +349,7 @@ export class Store {
    * crash either keeps both or neither. Returns the ids of the matrices that changed.
    */
   storeRuns(runs: readonly StoredRun[], cursors: ReadonlyMap<string, string> = new Map()): Set<string> {
-    const { insert, count, finish, known, cursor } = this.storeStatements();
+    const { insert, count, finish, known, cursor, placeholder, unplace, uncount } = this.storeStatements();
     const counts = new Map<string, { ok: number; failed: number; skipped: number }>();
     this.db.transaction(() => {
       const now = Date.now();
@@ -352,6 +361,18 @@ export class Store {
           counts.set(run.matrixId, c);
         }
         const row = toRow(run, now, (f) => this.hashOf(f));
+        if (insert.run(...row).changes === 1) {
+          c[row[6]]++;
+          continue;
+        }
+        // A run the coordinator recorded itself (given up) yields to the signed report of it, so
+        // nothing written to Redis can keep the real result out by being stored first.
+        if (run.kind !== 'result' || run.signedBy === undefined) continue;
+        const key = [row[0], row[1], row[2], row[3]] as const;
+        const old = placeholder.get(...key);
+        if (old === undefined) continue;
+        unplace.run(...key);
+        uncount.run(old.state === 'ok' ? 1 : 0, old.state === 'failed' ? 1 : 0, old.state === 'skipped' ? 1 : 0, run.matrixId);
         if (insert.run(...row).changes === 1) c[row[6]]++;
       }
       for (const [id, c] of counts) {

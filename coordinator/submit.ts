@@ -15,6 +15,8 @@ import { ANY_TARGET } from '../queue/jobs.js';
 import { liveAgents } from '../queue/registry.js';
 import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.js';
 import { planMatrix } from './estimate.js';
+import type { Enrollment } from './enrollment.js';
+import type { AgentStatus } from '../queue/registry.js';
 import type { Redis } from 'ioredis';
 import type { Dispatcher } from './dispatch.js';
 import type { Store } from './store.js';
@@ -49,6 +51,8 @@ export interface SubmitDeps {
   readonly redis: Redis;
   readonly prefix: string;
   readonly limits: Limits;
+  /** Hosts with an enrolled agent key (enrollment.ts); every live host counts when omitted. */
+  readonly enrollment?: Pick<Enrollment, 'hostEnrolled' | 'sync'> | undefined;
   /** `fields` are for log pipelines (see log.ts). */
   readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
 }
@@ -105,13 +109,25 @@ export class Submissions {
     return run;
   }
 
+  /**
+   * The live agents of hosts with an enrolled key: a registry entry is a claim anyone with Redis
+   * can write. A host enrolled a moment ago (not synced yet) is looked for once more.
+   */
+  private async enrolledAgents(): Promise<AgentStatus[]> {
+    const live = await withDeadline(liveAgents(this.d.redis, this.d.prefix), 'reading the live agents');
+    const { enrollment } = this.d;
+    if (!enrollment) return live;
+    if (live.some((a) => !enrollment.hostEnrolled(a.hostId))) await withDeadline(enrollment.sync(), 'reading the agent keys');
+    return live.filter((a) => enrollment.hostEnrolled(a.hostId));
+  }
+
   private async once(input: unknown): Promise<SubmitAnswer> {
     const { store, dispatcher, limits } = this.d;
     const parsed = parseMatrix(input);
     // A shuffled order is recorded with its seed, so that it can be made again.
     const matrix = parsed.order === 'shuffled' && parsed.seed === undefined ? { ...parsed, seed: newSeed() } : parsed;
     const cells = expandMatrix(matrix);
-    const agents = await withDeadline(liveAgents(this.d.redis, this.d.prefix), 'reading the live agents');
+    const agents = await this.enrolledAgents();
     const targets = resolveTargets(matrix.placement, agents);
     const any = targets[0]?.target === ANY_TARGET;
     // Under `repetitions: auto` the limits count the most runs the matrix can make.

@@ -124,6 +124,7 @@ async function matricesView() {
       ? h('p', {}, 'No matrix yet: submit one with `fsbench submit FILE`, or upload local runs with `fsbench upload FILE.jsonl`.')
       : h('table', { class: 'matrices' }, h('thead', {}, h('tr', {}, ['matrix', 'workload', 'state', 'runs', 'cells', 'created'].map((t) => h('th', {}, t)))), h('tbody', {}, rows)),
     agents ? agentsSection(agents.agents) : null,
+    agents ? keysSection(agents.keys ?? []) : null,
   );
 }
 
@@ -165,14 +166,39 @@ function agentsSection(agents) {
   );
 }
 
+/** Agent keys: enrolled (their reports count) or waiting for `fsbench agents approve`. */
+function keysSection(keys) {
+  const pending = keys.filter((k) => k.state === 'pending').length;
+  const rows = keys.map((k) =>
+    h(
+      'tr',
+      { dataset: { key: k.key, state: k.state } },
+      h('td', {}, k.machine),
+      h('td', {}, k.hostId),
+      h('td', {}, k.state === 'enrolled' ? `enrolled (${k.via ?? '?'})` : h('strong', {}, 'waiting for approval')),
+      h('td', {}, h('code', {}, k.key)),
+      h('td', {}, new Date(k.enrolledAt ?? k.firstSeen).toLocaleString()),
+    ),
+  );
+  return h(
+    'section',
+    { class: 'agent-keys' },
+    h('h2', {}, `Agent keys (${keys.length - pending} enrolled, ${pending} waiting)`),
+    pending > 0 ? h('p', {}, 'Approve a waiting agent with `fsbench agents approve <machine, host or key>`; its reports are dropped until then.') : null,
+    keys.length === 0
+      ? h('p', {}, 'No agent key yet.')
+      : h('table', {}, h('thead', {}, h('tr', {}, ['machine', 'host', 'state', 'key', 'since'].map((t) => h('th', {}, t)))), h('tbody', {}, rows)),
+  );
+}
+
 async function agentsView() {
-  const { agents } = await api('/v1/agents');
-  show(agentsSection(agents));
+  const { agents, keys } = await api('/v1/agents');
+  show(agentsSection(agents), keysSection(keys ?? []));
   open.timers.push(
     setInterval(async () => {
       try {
         const fresh = await api('/v1/agents');
-        show(agentsSection(fresh.agents));
+        show(agentsSection(fresh.agents), keysSection(fresh.keys ?? []));
       } catch (err) {
         showError(err.message);
       }

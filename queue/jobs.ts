@@ -29,7 +29,17 @@ export function queueName(target: string): string {
 /** An Ed25519 signature (64 bytes) in base64. */
 export const JobSignature = z.string().regex(/^[A-Za-z0-9+/]{86}==$/, 'must be an Ed25519 signature in base64');
 
-/** What a run job asks for: what the coordinator signs and an agent runs. */
+/** The BullMQ-qualified name of a target's queue (`<prefix>:<queue>`), as a job reports it (`queueQualifiedName`). */
+export function qualifiedQueueName(prefix: string, target: string): string {
+  return `${prefix}:${queueName(target)}`;
+}
+
+/**
+ * What a run job asks for: what the coordinator signs and an agent runs. Besides the run, the
+ * signature covers where the job may sit (its id and queue), when it is valid and a nonce, so a
+ * saved job copied under another id, onto another host's queue, after its expiry or again after
+ * it ran is refused by the agent (agent/admission.ts) rather than run.
+ */
 export const RunJob = z
   .object({
     matrixId: z.string().regex(/^[a-z0-9]{1,32}$/),
@@ -38,6 +48,15 @@ export const RunJob = z
     /** Throw-away runs an agent makes first when its previous run was not of this cell. */
     warmup: z.number().int().min(0).max(100),
     target: Target,
+    /** The job's id: always jobId(matrixId, cell.id, target, repetition). */
+    id: z.string().max(256),
+    /** The queue it was put on: qualifiedQueueName(prefix, target). */
+    queue: z.string().max(256),
+    /** When the coordinator signed it, and until when an agent may start it (ms since the epoch). */
+    issuedAt: z.number().int().nonnegative(),
+    expiresAt: z.number().int().nonnegative(),
+    /** 16 random bytes (base64url): which issuance this is, remembered by the agent that ran it. */
+    nonce: z.string().regex(/^[A-Za-z0-9_-]{22}$/),
   })
   .strict();
 export type RunJob = z.infer<typeof RunJob>;
@@ -83,6 +102,8 @@ export function eventStreamLength(maxQueued: number): number {
 /**
  * What a run job completes with: which run (from the job), its result (from the runner) and
  * its fingerprint by hash (see fingerprintsKey), which would otherwise be most of every report.
+ * It names the job it answers (id and a hash of its signature) and the host that ran it, and is
+ * authenticated by that host's agent key (SignedRunReport).
  */
 export const RunReport = z
   .object({
@@ -94,6 +115,24 @@ export const RunReport = z
     attempts: z.number().int().positive(),
     fingerprint: z.string().regex(/^[0-9a-f]{16}$/),
     result: RunResultSansFingerprint,
+    jobId: RunJob.shape.id,
+    /** SHA-256 (base64url) of the job's signature: which issuance of the run this answers. */
+    jobSignature: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
+    hostId: Target,
   })
   .strict();
 export type RunReport = z.infer<typeof RunReport>;
+
+/**
+ * A job's return value: the report as the exact JSON text that was authenticated (so no
+ * re-serialisation can change the bytes), the agent key's fingerprint, and the HMAC under the
+ * secret that key shares with the coordinator (queue/enrollment.ts).
+ */
+export const SignedRunReport = z
+  .object({
+    report: z.string().max(4 * 1024 * 1024),
+    key: z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}$/),
+    mac: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
+  })
+  .strict();
+export type SignedRunReport = z.infer<typeof SignedRunReport>;

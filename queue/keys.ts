@@ -37,3 +37,32 @@ export function hostLockKey(prefix: string, hostId: string): string {
 export function warmedKey(prefix: string, matrixId: string): string {
   return redisKey(prefix, 'warmed', matrixId);
 }
+
+/**
+ * Agents' public keys as they announce them (a hash: key fingerprint -> signed announcement,
+ * queue/enrollment.ts), which the coordinator enrolls when an operator approves them or they
+ * present an enrollment token.
+ */
+export function agentKeysKey(prefix: string): string {
+  return redisKey(prefix, 'agent-keys');
+}
+
+/** The coordinator's signed approvals of agent keys (a hash: key fingerprint -> approval): agents start working once theirs is there. */
+export function agentApprovalsKey(prefix: string): string {
+  return redisKey(prefix, 'agent-approvals');
+}
+
+/** Set (with the job lifetime as expiry) when a matrix is cancelled: agents refuse its jobs (JOB_CANCELLED). */
+export function cancelledKey(prefix: string, matrixId: string): string {
+  return redisKey(prefix, 'cancelled', matrixId);
+}
+
+/** Jobs agents refused, by code (a hash: code -> count), for the coordinator's /metrics. */
+export function refusalsKey(prefix: string): string {
+  return redisKey(prefix, 'refusals');
+}
+
+/** The coordinator's X25519 report key, signed with its job key (queue/enrollment.ts): agents agree their report secrets from it. */
+export function reportKeyKey(prefix: string): string {
+  return redisKey(prefix, 'report-key');
+}

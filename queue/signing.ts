@@ -9,6 +9,7 @@
  * is checked against the very data the agent parsed and is about to run.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { constants as fsConstants, promises as fs } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { FsbenchError } from '../contract/errors.js';
@@ -34,9 +35,41 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** A prefix of the signed bytes, so a signature over a job can never pass for one over anything else. */
-function signedBytes(job: RunJob): Buffer {
-  return Buffer.from(`fsbench run job v1\n${canonicalJson(job)}`, 'utf8');
+/**
+ * What is signed: a prefix naming the kind of thing, then its bytes. A signature over a job can
+ * never pass for one over a report, an approval or anything else, whichever key made it.
+ */
+export const SIGNED = {
+  job: 'fsbench run job v1\n',
+  approval: 'fsbench agent approval v1\n',
+  reportKey: 'fsbench coordinator report key v1\n',
+  announcement: 'fsbench agent announcement v1\n',
+} as const;
+type SignedKind = keyof typeof SIGNED;
+
+function signedBytes(kind: SignedKind, text: string): Buffer {
+  return Buffer.from(`${SIGNED[kind]}${text}`, 'utf8');
+}
+
+/** `SHA256:<base64>` of a public key (DER, no padding), as logs, `fsbench agents` and reports name keys. */
+export function keyFingerprint(key: KeyObject): string {
+  return `SHA256:${createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('base64').replace(/=+$/, '')}`;
+}
+
+/** Signs `text` of `kind` with an Ed25519 private key (base64). */
+export function signText(key: KeyObject, kind: SignedKind, text: string): string {
+  return sign(null, signedBytes(kind, text), key).toString('base64');
+}
+
+/** Whether `signature` is `key`'s over `text` of `kind`; false for anything malformed. */
+export function verifyText(key: KeyObject, kind: SignedKind, text: string, signature: string): boolean {
+  if (!JobSignature.safeParse(signature).success) return false;
+  return verify(null, signedBytes(kind, text), key, Buffer.from(signature, 'base64'));
+}
+
+/** SHA-256 (base64url) of a signature: how a report names the issuance of the job it answers. */
+export function signatureDigest(signature: string): string {
+  return createHash('sha256').update(signature).digest('base64url');
 }
 
 /** What agents hold: checks signatures, and names the key by a fingerprint operators can compare. */
@@ -48,12 +81,21 @@ export class JobVerifier {
   constructor(private readonly key: KeyObject) {
     if (key.asymmetricKeyType !== 'ed25519') throw new FsbenchError('CONFIG_INVALID', `the job key is a ${key.asymmetricKeyType ?? 'unknown'} key; fsbench signs jobs with Ed25519`);
     this.pem = key.export({ type: 'spki', format: 'pem' }).toString();
-    this.fingerprint = `SHA256:${createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('base64').replace(/=+$/, '')}`;
+    this.fingerprint = keyFingerprint(key);
   }
 
   verify(job: RunJob, signature: string): boolean {
-    if (!JobSignature.safeParse(signature).success) return false;
-    return verify(null, signedBytes(job), this.key, Buffer.from(signature, 'base64'));
+    return verifyText(this.key, 'job', canonicalJson(job), signature);
+  }
+
+  /** An approval of an agent key (queue/enrollment.ts), which only the coordinator signs. */
+  verifyApproval(value: unknown, signature: string): boolean {
+    return verifyText(this.key, 'approval', canonicalJson(value), signature);
+  }
+
+  /** The coordinator's report key as it publishes it (queue/enrollment.ts). */
+  verifyReportKey(publicKeyPem: string, signature: string): boolean {
+    return verifyText(this.key, 'reportKey', publicKeyPem, signature);
   }
 }
 
@@ -66,7 +108,15 @@ export class JobSigner {
   }
 
   sign(job: RunJob): string {
-    return sign(null, signedBytes(job), this.key).toString('base64');
+    return signText(this.key, 'job', canonicalJson(job));
+  }
+
+  signApproval(value: unknown): string {
+    return signText(this.key, 'approval', canonicalJson(value));
+  }
+
+  signReportKey(publicKeyPem: string): string {
+    return signText(this.key, 'reportKey', publicKeyPem);
   }
 }
 
@@ -157,4 +207,53 @@ export async function loadJobVerifier(setting: string | undefined): Promise<JobV
 export async function writeNewJobKey(dir: string): Promise<JobVerifier> {
   const { signer } = await loadOrCreateJobKey(dir);
   return signer.verifier;
+}
+
+function errnoOf(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+/**
+ * A private key of `type` in `file` (its directory checked already: only root controls it), made
+ * with mode 0600 when missing. O_EXCL: processes starting at once share the first key; O_NOFOLLOW:
+ * a symlink planted in its place is refused, never followed. `what` names it in errors.
+ */
+export async function loadOrCreatePrivateKey(file: string, type: 'ed25519' | 'x25519', what: string): Promise<KeyObject> {
+  let pem: string | undefined;
+  try {
+    const handle = await fs.open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+    try {
+      pem = await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    if (errnoOf(err) === 'ELOOP') throw new FsbenchError('DIRECTORY_UNSAFE', `${file} is a symlink: remove it, and a key of its own is made`);
+    if (errnoOf(err) !== 'ENOENT') throw new FsbenchError('CONFIG_INVALID', `cannot read ${what} ${file}: ${errnoOf(err) ?? 'unreadable'}`);
+  }
+  if (pem === undefined) {
+    const fresh = (type === 'ed25519' ? generateKeyPairSync('ed25519') : generateKeyPairSync('x25519')).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    try {
+      const handle = await fs.open(file, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o600);
+      try {
+        await handle.writeFile(fresh);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      pem = fresh;
+    } catch (err) {
+      if (errnoOf(err) !== 'EEXIST') throw err;
+      return loadOrCreatePrivateKey(file, type, what);
+    }
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem);
+  } catch {
+    // The parser's message could quote the file: say only where it is.
+    throw new FsbenchError('CONFIG_INVALID', `${file} is not a PEM private key: remove it to have a new ${what} made`);
+  }
+  if (key.asymmetricKeyType !== type) throw new FsbenchError('CONFIG_INVALID', `${file} is not an ${type} key: remove it to have a new ${what} made`);
+  return key;
 }

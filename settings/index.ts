@@ -3,6 +3,7 @@
  * its documentation. `fsbench settings --md` prints this table for the README. A missing or
  * malformed setting stops the process at start with one line naming it.
  */
+import { closeSync, openSync, readSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
@@ -18,8 +19,20 @@ interface Setting<T extends z.ZodType> {
   /** Shown in docs; the schema's own default is what applies. */
   readonly default: string;
   readonly doc: string;
-  /** Its value is a secret: never shown in an error (nor a log), even when it is malformed. */
+  /**
+   * Its value is a secret: never shown in an error (nor a log), even when it is malformed. It can
+   * also come from a file (`<ENV>_FILE`, `--<flag>-file`), and its flag, which every user of the
+   * machine can read in /proc/<pid>/cmdline, is refused when it would carry the secret.
+   */
   readonly secret?: boolean;
+  /**
+   * For a secret setting whose flag may also hold something harmless (a path, a URL without a
+   * password): what a flag value reveals (`a password`), or undefined when it reveals nothing.
+   * Without it every value of a secret setting's flag is the secret.
+   */
+  readonly revealedBy?: (flagValue: string) => string | undefined;
+  /** Said after the file alternatives when the flag is refused. */
+  readonly secretHint?: string;
 }
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -55,6 +68,38 @@ function size(min: number, max: number) {
 }
 const url = z.url({ protocol: /^https?$/ });
 
+/** Whether a URL carries a password; one that does not parse is judged by its shape, to be safe. */
+function urlPassword(text: string): boolean {
+  try {
+    return new URL(text).password !== '';
+  } catch {
+    return /^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]*@/i.test(text);
+  }
+}
+
+/** `a,b , c` as a list, without empty entries. */
+const commaList = (s: string) => s.split(',').map((x) => x.trim()).filter((x) => x !== '');
+
+/** A DNS name as a Host header carries it: labels of letters, digits and dashes. */
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** A switch from the environment (`1`, `true`, `yes`; `0`, `false`, `no`) or a flag without a value. */
+const toggle = z
+  .union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no'])])
+  .default(false)
+  .transform((v) => v === true || v === '1' || v === 'true' || v === 'yes');
+
+/**
+ * The default scratch directory: one that only the user fsbench runs as can change, never a
+ * shared path such as /tmp/fsbench that another local user could create first (and then steer
+ * what root writes and removes there; see host/safe-dir.ts).
+ */
+function defaultScratch(): string {
+  if (process.geteuid?.() === 0) return '/var/lib/fsbench';
+  const state = process.env['XDG_STATE_HOME'];
+  return path.join(state !== undefined && path.isAbsolute(state) ? state : path.join(os.homedir(), '.local', 'state'), 'fsbench');
+}
+
 export const SETTINGS = {
   redisUrl: {
     env: 'REDIS_URL',
@@ -63,9 +108,12 @@ export const SETTINGS = {
     default: 'redis://127.0.0.1:6379',
     // It may carry a password (redis://:secret@host): a malformed one is not shown.
     secret: true,
+    revealedBy: (v) => (urlPassword(v) ? 'a password' : undefined),
+    secretHint: 'or keep the password out of the URL, in FSBENCH_REDIS_PASSWORD_FILE',
     doc:
       'Redis that carries the job queues (coordinator and agents): `redis://[USER:PASSWORD@]host:port`, or `rediss://` for TLS, ' +
-      "whose certificate is always verified (FSBENCH_REDIS_CA). Never shown in logs with its password.",
+      "whose certificate is always verified (FSBENCH_REDIS_CA). Never shown in logs with its password; refused with a password as `--redis-url` " +
+      '(a command line is readable by every user of the machine).',
   },
   redisCa: {
     env: 'FSBENCH_REDIS_CA',
@@ -86,8 +134,11 @@ export const SETTINGS = {
     flag: '--redis-key <file>',
     schema: z.string().min(1).optional(),
     default: '(none)',
-    doc: 'Private key of FSBENCH_REDIS_CERT (PEM path or text).',
+    doc: 'Private key of FSBENCH_REDIS_CERT (PEM path or text; as `--redis-key`, only a path).',
     secret: true,
+    // A path is harmless on a command line; the key itself is not.
+    revealedBy: (v) => (v.includes('-----BEGIN') ? 'a private key' : undefined),
+    secretHint: 'or give --redis-key the path of the key file',
   },
   redisPasswordFile: {
     env: 'FSBENCH_REDIS_PASSWORD_FILE',
@@ -120,8 +171,33 @@ export const SETTINGS = {
       .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces (it is sent in an HTTP header)')
       .optional(),
     default: '(none: writes only from loopback)',
-    doc: 'Bearer token required by mutating endpoints, and sent by the CLI.',
+    doc:
+      'Bearer token required by mutating endpoints, and sent by the CLI. Give it in the variable or a file: `--token` itself is refused, since every ' +
+      'user of the machine can read a command line.',
     secret: true,
+  },
+  insecureToken: {
+    env: 'FSBENCH_INSECURE_TOKEN',
+    flag: '--insecure-token',
+    schema: toggle,
+    default: '(off)',
+    doc:
+      'Lets the CLI send FSBENCH_TOKEN over plain `http://` to a coordinator that is not on loopback, where anyone on the network path can read it. ' +
+      'Without it the CLI refuses: use `https://` (a TLS proxy in front of the coordinator) or an SSH tunnel to a loopback port.',
+  },
+  allowedHosts: {
+    env: 'FSBENCH_ALLOWED_HOSTS',
+    flag: '--allowed-hosts <names>',
+    schema: z
+      .string()
+      .default('')
+      .transform((s) => commaList(s).map((h) => h.toLowerCase()))
+      .pipe(z.array(z.string().regex(HOST_NAME, 'each must be a host name (letters, digits, dashes and dots), without a port')).max(64)),
+    default: '(none: localhost and IP addresses only)',
+    doc:
+      'Comma-separated host names, besides `localhost` and IP addresses, that a read may name in its Host header: the names clients reach the coordinator by ' +
+      '(compose.yaml adds `coordinator`). A read naming another host is refused with 403, so that a web page cannot read the API through a DNS name it ' +
+      'points at this machine (DNS rebinding). Not checked with FSBENCH_READ_AUTH=token, nor for requests that carry the token.',
   },
   dataDir: {
     env: 'FSBENCH_DATA_DIR',
@@ -145,6 +221,52 @@ export const SETTINGS = {
     schema: z.string().startsWith('/', 'must be an absolute path').optional(),
     default: '(none)',
     doc: "A second file the coordinator writes its public job key to at start, for agents to read as FSBENCH_JOB_KEY (compose.yaml: the read-only `job-key` volume).",
+  },
+  jobTtl: {
+    env: 'FSBENCH_JOB_TTL',
+    flag: '--job-ttl <duration>',
+    schema: duration(60_000, 90 * 86_400_000).default(7 * 86_400_000),
+    default: '7d',
+    doc:
+      'How long a queued run stays valid: its expiry is signed into the job, and an agent refuses to start it later (JOB_EXPIRED; the run is stored as ' +
+      'failed with that code). Bounds how long a job copied out of Redis could be replayed.',
+  },
+  healthFile: {
+    env: 'FSBENCH_HEALTH_FILE',
+    flag: '--health-file <file>',
+    schema: z.string().startsWith('/', 'must be an absolute path').optional(),
+    default: '(none)',
+    doc:
+      'A file the agent rewrites every few seconds while it reaches Redis, and removes when it stops: a container healthcheck reads its age and needs no ' +
+      "credential (compose.yaml's agents get no FSBENCH_TOKEN).",
+  },
+  stateDir: {
+    env: 'FSBENCH_STATE_DIR',
+    flag: '--state-dir <dir>',
+    schema: z.string().startsWith('/', 'must be an absolute path').optional(),
+    default: '(FSBENCH_SCRATCH/agent)',
+    doc:
+      "An agent's own state: its Ed25519 key (`agent-key.pem`, made on first start, mode 0600), which signs its reports and is enrolled once, and what " +
+      'jobs it has run (so none runs twice). Agents of one host share it (compose.yaml: the `agent-state` volume); checked like the scratch directory.',
+  },
+  enrollToken: {
+    env: 'FSBENCH_ENROLL_TOKEN',
+    flag: '--enroll-token <token>',
+    schema: z.string().regex(/^[a-z0-9]{10}\.[A-Za-z0-9_-]{43}$/, 'must be a token as `fsbench agents token` prints it').optional(),
+    default: '(none: wait for `fsbench agents approve`)',
+    doc:
+      'A one-time enrollment token (`fsbench agents token`) the agent presents with its key, enrolling it without an approval. Without one, the agent ' +
+      'waits, and says how to approve it.',
+    secret: true,
+  },
+  enrollTokenCopy: {
+    env: 'FSBENCH_ENROLL_TOKEN_COPY',
+    flag: '--enroll-token-copy <file>',
+    schema: z.string().startsWith('/', 'must be an absolute path').optional(),
+    default: '(none)',
+    doc:
+      "A file the coordinator keeps one unused enrollment token in (a new one once it is used), mode 0640: readable by the coordinator's user and group, " +
+      'for agents of this machine to read as FSBENCH_ENROLL_TOKEN_FILE (compose.yaml: the `enroll` volume, and `group_add` for the agents).',
   },
   url: {
     env: 'FSBENCH_URL',
@@ -174,9 +296,13 @@ export const SETTINGS = {
   scratch: {
     env: 'FSBENCH_SCRATCH',
     flag: '--scratch <dir>',
-    schema: z.string().startsWith('/', 'must be an absolute path').default(path.join(os.tmpdir(), 'fsbench')),
-    default: '$TMPDIR/fsbench (/tmp/fsbench)',
-    doc: 'Where runs create their files, mounts and filesystem images (and, unless FSBENCH_JOURNAL_DIR says otherwise, the journal of host changes).',
+    schema: z.string().startsWith('/', 'must be an absolute path').default(defaultScratch),
+    default: '/var/lib/fsbench as root, else $XDG_STATE_HOME/fsbench ($HOME/.local/state/fsbench)',
+    doc:
+      'Where runs create their files, mounts and filesystem images (and, unless FSBENCH_JOURNAL_DIR says otherwise, the journal of host changes). ' +
+      'A missing directory is made with mode 0700. `fsbench run` and agents refuse to start (DIRECTORY_UNSAFE) when it or the journal directory, or any ' +
+      'directory on their paths, is a symlink, is not owned by root or the user fsbench runs as, or is writable by group or others; the one exception is ' +
+      "an ancestor owned by root with the sticky bit, such as /tmp, whose other users cannot rename or remove what they do not own. The directory itself must be the user's own.",
   },
   journalDir: {
     env: 'FSBENCH_JOURNAL_DIR',
@@ -358,9 +484,93 @@ type Settings = typeof SETTINGS;
 export type SettingName = keyof Settings;
 export type SettingsOf<K extends SettingName> = { [P in K]: z.output<Settings[P]['schema']> };
 
+/** Most bytes a secret file may hold: a token, a URL or a PEM key, never a whole disk (`/dev/zero`). */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
+
+/** The flag's name without its argument: `--token`. */
+const flagName = (s: Setting<z.ZodType>) => s.flag.split(' ')[0] ?? s.flag;
+
+/** `--token-file`: where a secret setting's flag takes a file instead. */
+export const fileFlagOf = (s: Setting<z.ZodType>) => `${flagName(s)}-file`;
+
+/**
+ * A secret setting's file, read whole: without its one trailing newline (`echo secret > file`),
+ * an error naming the file and why, never what it holds. Any file works (a Docker or Kubernetes
+ * secret, `<(pass show ...)`), up to MAX_SECRET_FILE_BYTES.
+ */
+function readSecretFile(file: string, source: string): string {
+  const refuse = (why: string) => new FsbenchError('CONFIG_INVALID', `${source} names ${JSON.stringify(file)}, which ${why}`);
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    throw refuse(`cannot be read (${errnoOf(err)})`);
+  }
+  const buf = Buffer.alloc(MAX_SECRET_FILE_BYTES + 1);
+  let n = 0;
+  try {
+    let got = -1;
+    while (got !== 0 && n < buf.length) {
+      got = readSync(fd, buf, n, buf.length - n, null);
+      n += got;
+    }
+  } catch (err) {
+    throw refuse(`cannot be read (${errnoOf(err)})`);
+  } finally {
+    closeSync(fd);
+  }
+  if (n > MAX_SECRET_FILE_BYTES) throw refuse(`holds more than ${MAX_SECRET_FILE_BYTES / 1024} KiB: not a secret of fsbench's`);
+  const text = buf.subarray(0, n).toString('utf8').replace(/\r?\n$/, '');
+  if (text === '') throw refuse('is empty');
+  return text;
+}
+
+/** The code of a failed system call (ENOENT, EACCES, EISDIR): its message would be fine too, but the code is all that helps. */
+function errnoOf(err: unknown): string {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : String(err);
+}
+
+const unset = (v: string | undefined) => (v === '' ? undefined : v);
+
+/**
+ * Where a setting's raw value comes from, first found wins: its flag, its file flag, its
+ * environment variable, its `_FILE` variable. A secret given twice at one level (flag and file
+ * flag, or variable and `_FILE`) is refused rather than one silently winning; a secret's flag
+ * that would show the secret on the command line is refused, naming the alternatives.
+ */
+function rawSetting(name: string, s: Setting<z.ZodType>, flags: Readonly<Record<string, unknown>>, env: NodeJS.ProcessEnv): { raw: unknown; source: string } {
+  const flag = flagName(s);
+  const fromFlag = flags[name];
+  if (s.secret !== true) {
+    return fromFlag !== undefined ? { raw: fromFlag, source: flag } : { raw: unset(env[s.env]), source: s.env };
+  }
+  const fileFlag = fileFlagOf(s);
+  const fileEnv = `${s.env}_FILE`;
+  const fromFileFlag = flags[`${name}File`];
+  if (fromFlag !== undefined && fromFileFlag !== undefined) throw new FsbenchError('CONFIG_INVALID', `${flag} and ${fileFlag} are both given: use one`);
+  if (typeof fromFlag === 'string') {
+    const revealed = s.revealedBy ? s.revealedBy(fromFlag) : 'the secret';
+    if (revealed !== undefined) {
+      throw new FsbenchError(
+        'CONFIG_INVALID',
+        `${flag} would put ${revealed} on the command line, where every user of this machine can read it (ps, /proc/<pid>/cmdline): ` +
+          `use ${fileFlag} <path>, ${fileEnv}=<path> or ${s.env}${s.secretHint === undefined ? '' : `, ${s.secretHint}`}`,
+      );
+    }
+  }
+  if (fromFlag !== undefined) return { raw: fromFlag, source: flag };
+  if (typeof fromFileFlag === 'string') return { raw: readSecretFile(fromFileFlag, fileFlag), source: `${fileFlag} ${JSON.stringify(fromFileFlag)}` };
+  const fromEnv = unset(env[s.env]);
+  const fromFileEnv = unset(env[fileEnv]);
+  if (fromEnv !== undefined && fromFileEnv !== undefined) throw new FsbenchError('CONFIG_INVALID', `${s.env} and ${fileEnv} are both set: unset one`);
+  if (fromFileEnv !== undefined) return { raw: readSecretFile(fromFileEnv, fileEnv), source: `${fileEnv} ${JSON.stringify(fromFileEnv)}` };
+  return { raw: fromEnv, source: s.env };
+}
+
 /**
  * Reads the named settings: a CLI flag value wins over the environment, which wins over the
- * default. Throws CONFIG_INVALID naming the variable and the reason.
+ * default; a secret may also come from a file (rawSetting). Throws CONFIG_INVALID naming the
+ * variable (or flag, or file) and the reason.
  */
 export function loadSettings<K extends SettingName>(
   names: readonly K[],
@@ -370,23 +580,36 @@ export function loadSettings<K extends SettingName>(
   const out: Record<string, unknown> = {};
   for (const name of names) {
     const s: Setting<z.ZodType> = SETTINGS[name];
-    const fromFlag = flags[name];
-    const raw = fromFlag ?? (env[s.env] === '' ? undefined : env[s.env]);
+    const { raw, source } = rawSetting(name, s, flags, env);
     const r = s.schema.safeParse(raw);
     if (!r.success) {
       const why = r.error.issues.map((i) => i.message).join('; ');
-      const source = fromFlag !== undefined ? s.flag.split(' ')[0] : s.env;
       // A malformed secret is most often a real one mistyped: the message must not carry it.
       const value = s.secret === true ? '(value not shown: it is secret)' : JSON.stringify(raw);
-      throw new FsbenchError('CONFIG_INVALID', `${source ?? s.env} ${value} is invalid: ${why}`);
+      throw new FsbenchError('CONFIG_INVALID', `${source} ${value} is invalid: ${why}`);
     }
     out[name] = r.data;
   }
   return out as SettingsOf<K>;
 }
 
+/**
+ * The command-line options of a setting, for commander: its flag, and for a secret its file
+ * flag (`--token-file <path>`), which loadSettings reads as `<name>File`.
+ */
+export function settingOptions(name: SettingName): { readonly flags: string; readonly description: string }[] {
+  const s: Setting<z.ZodType> = SETTINGS[name];
+  const main = { flags: s.flag, description: `${s.doc} [${s.env}; default ${s.default}]` };
+  if (s.secret !== true) return [main];
+  return [main, { flags: `${fileFlagOf(s)} <path>`, description: `a file holding ${s.env}'s value [${s.env}_FILE]` }];
+}
+
 /** The settings table as Markdown, for the README. */
 export function settingsMarkdown(): string {
-  const rows = Object.values(SETTINGS).map((s: Setting<z.ZodType>) => `| \`${s.env}\` | \`${s.flag}\` | ${s.default} | ${s.doc} |`);
+  const rows = Object.values(SETTINGS).map((s: Setting<z.ZodType>) =>
+    s.secret === true
+      ? `| \`${s.env}\`, \`${s.env}_FILE\` | \`${s.flag}\`, \`${fileFlagOf(s)} <path>\` | ${s.default} | ${s.doc} |`
+      : `| \`${s.env}\` | \`${s.flag}\` | ${s.default} | ${s.doc} |`,
+  );
   return ['| variable | flag | default | what it sets |', '|---|---|---|---|', ...rows].join('\n');
 }

@@ -14,7 +14,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../coordinator/client.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
-import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
+import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
+import { preEnroll } from './helpers/enroll.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { CLI, freshCli } from './helpers/local.js';
 
@@ -125,7 +126,10 @@ async function coordinator(s: Setup): Promise<{ proc: Proc; client: CoordinatorC
 }
 
 async function agent(s: Setup, machine: string, hostId = 'host-1', extra: Record<string, string> = {}): Promise<Proc> {
-  const proc = fsbench(['agent'], { ...s.env, FSBENCH_MACHINE: machine, FSBENCH_HOST_ID: hostId, ...extra });
+  // One key per host, enrolled before the agent starts (its agents share it, as compose's replicas do).
+  const stateDir = path.join(s.env['FSBENCH_SCRATCH'] ?? '', 'state', hostId);
+  await preEnroll(redis.url, s.env['FSBENCH_QUEUE_PREFIX'] ?? '', await readFile(path.join(s.dataDir, JOB_KEY_FILE), 'utf8'), stateDir, hostId, machine);
+  const proc = fsbench(['agent'], { ...s.env, FSBENCH_MACHINE: machine, FSBENCH_HOST_ID: hostId, FSBENCH_STATE_DIR: stateDir, ...extra });
   await proc.waitFor(/waiting for runs/);
   return proc;
 }

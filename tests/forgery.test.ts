@@ -3,7 +3,7 @@
  * redis-server, in-process coordinator and agents): make an agent run a job, have a forged report
  * stored or counted toward done, or keep a host from measuring with a lock of their own.
  */
-import { generateKeyPairSync } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,10 +12,14 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { fingerprintHash } from '../contract/fingerprint.js';
-import { queueName, type RunJob, type RunReport } from '../queue/jobs.js';
+import { jobId, qualifiedQueueName, queueName, type RunJob, type RunReport, type SignedRunReport } from '../queue/jobs.js';
 import { fingerprintsKey, hostLockKey } from '../queue/keys.js';
-import { JobSigner } from '../queue/signing.js';
+import { JobSigner, signatureDigest } from '../queue/signing.js';
+import { coordinatorReportKey, loadOrCreateAgentKey, type AgentIdentity } from '../agent/identity.js';
+import { reportMac, reportMacKey } from '../queue/enrollment.js';
 import { useCluster } from './helpers/cluster.js';
+import { preEnroll } from './helpers/enroll.js';
+import type { Cell } from '../contract/matrix.js';
 import { getJson as get, submitMatrix as submit, until } from './helpers/http.js';
 import { cellOf, runOnce } from './helpers/local.js';
 
@@ -30,6 +34,29 @@ async function dropped(url: string, reason: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const m = new RegExp(`^fsbench_reports_dropped_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
   return m ? Number(m[1]) : 0;
+}
+
+/** An agent key enrolled for `hostId`, as a host the coordinator trusts would hold it, with the secret its reports carry the MAC of. */
+async function enrolledForger(prefix: string, dir: string, hostId: string): Promise<Forger> {
+  const stateDir = path.join(dir, `state-${hostId}`);
+  await preEnroll(cluster.redis().url, prefix, cluster.jobPrivateKey, stateDir, hostId, hostId);
+  const identity = await loadOrCreateAgentKey(stateDir);
+  const redis = redisClient();
+  const verifier = new JobSigner(createPrivateKey(cluster.jobPrivateKey)).verifier;
+  const theirs = await until('the coordinator to publish its report key', async () => (await coordinatorReportKey(redis, prefix, verifier)) ?? undefined);
+  return { identity, macKey: reportMacKey(identity.reportKey, theirs, identity.fingerprint, hostId) };
+}
+
+interface Forger {
+  readonly identity: AgentIdentity;
+  readonly macKey: Buffer;
+}
+
+/** A `completed` event as BullMQ's completion script appends it, its return value a report authenticated by `signer` (or `over` it). */
+async function appendCompleted(redis: Redis, stream: string, r: RunReport, signer: Forger, over: Partial<SignedRunReport> = {}): Promise<void> {
+  const text = JSON.stringify(r);
+  const envelope: SignedRunReport = { report: text, key: signer.identity.fingerprint, mac: reportMac(signer.macKey, text), ...over };
+  await redis.xadd(stream, '*', 'event', 'completed', 'jobId', r.jobId, 'returnvalue', JSON.stringify(envelope), 'prev', 'active');
 }
 
 function redisClient(): Redis {
@@ -52,24 +79,35 @@ describe('jobs not signed by the coordinator', () => {
     const failed = new Map<string, string>();
     events.on('failed', ({ jobId, failedReason }) => failed.set(jobId, failedReason));
 
-    // Valid per the contract in every field: only the signature is missing or not the coordinator's.
-    const run: RunJob = { matrixId: 'forged', cell: cellOf('noop', { value: 7 }), repetition: 0, warmup: 2, target: 'any' };
+    // Valid per the contract in every field, where it sits included: only the signature is missing or not over this job.
+    const cell = cellOf('noop', { value: 7 });
+    const run = (repetition: number): RunJob => {
+      const id = jobId('forged', cell.id, 'any', repetition);
+      return { matrixId: 'forged', cell, repetition, warmup: 2, target: 'any', id, queue: qualifiedQueueName(c.prefix, 'any'), issuedAt: Date.now(), expiresAt: Date.now() + 3_600_000, nonce: randomBytes(16).toString('base64url') };
+    };
     const otherKey = new JobSigner(generateKeyPairSync('ed25519').privateKey);
-    const unsigned = await q.add('run', run, { attempts: 3 });
-    const wronglySigned = await q.add('run', { ...run, repetition: 1, signature: otherKey.sign({ ...run, repetition: 1 }) }, { attempts: 3 });
+    const realKey = new JobSigner(createPrivateKey(cluster.jobPrivateKey));
+    const add = (job: RunJob, signature?: string) => q.add('run', { ...job, ...(signature === undefined ? {} : { signature }) }, { jobId: job.id, attempts: 3 });
+    const unsigned = await add(run(0));
+    const wronglySigned = await add(run(1), otherKey.sign(run(1)));
     // The coordinator's signature over another job does not carry over to this one.
-    const tampered = await q.add('run', { ...run, repetition: 2, signature: otherKey.sign(run) }, { attempts: 3 });
-    const ids = [unsigned.id, wronglySigned.id, tampered.id].map((id) => id ?? '');
+    const tampered = await add(run(2), otherKey.sign(run(0)));
+    // Its real key's signature, then the payload changed: more warmups, valid for a year.
+    const signedThenChanged = run(3);
+    const realSignature = realKey.sign(signedThenChanged);
+    const changed = await add({ ...signedThenChanged, warmup: 50, expiresAt: signedThenChanged.expiresAt + 365 * 86_400_000 }, realSignature);
+    const ids = [unsigned.id, wronglySigned.id, tampered.id, changed.id].map((id) => id ?? '');
 
-    const reasons = await until('the three jobs to fail', () => Promise.resolve(ids.every((id) => failed.has(id)) ? ids.map((id) => failed.get(id) ?? '') : undefined));
+    const reasons = await until('the four jobs to fail', () => Promise.resolve(ids.every((id) => failed.has(id)) ? ids.map((id) => failed.get(id) ?? '') : undefined));
     expect(reasons[0]).toMatch(/carries no signature: refused without running it .*\[JOB_UNSIGNED\]$/);
     expect(reasons[1]).toMatch(/is not signed by the coordinator key SHA256:\S+: refused .*\[JOB_UNSIGNED\]$/);
     expect(reasons[2]).toMatch(/\[JOB_UNSIGNED\]$/);
+    expect(reasons[3]).toMatch(/is not signed by the coordinator key .*\[JOB_UNSIGNED\]$/);
 
     // Nothing ran, not even a warmup; the collector found the failed jobs unsigned and stored none.
     const { agents } = await get(`${c.url}/v1/agents`, Agents);
     expect(agents.map((a) => [a.hostId, a.runsDone, a.warmupsDone])).toEqual([['forge-host', 0, 0]]);
-    await until('the refused jobs to be dropped', async () => ((await dropped(c.url, 'unsigned')) === 3 ? true : undefined));
+    await until('the refused jobs to be dropped', async () => ((await dropped(c.url, 'unsigned')) === 4 ? true : undefined));
     expect(await q.getJobCounts('failed', 'wait', 'active', 'completed')).toEqual({ failed: 0, wait: 0, active: 0, completed: 0 });
     expect((await get(`${c.url}/v1/matrices`, z.object({ matrices: z.array(z.unknown()) }))).matrices).toEqual([]);
 
@@ -104,16 +142,20 @@ describe('forged reports', () => {
     const json = JSON.stringify(fingerprint);
     const redis = redisClient();
     await redis.hset(fingerprintsKey(c.prefix), fingerprintHash(json), json);
-    const report = (cellId: string, repetition: number, over: Partial<RunReport> = {}): RunReport => ({
-      matrixId: id,
-      target: 'any',
-      cellId,
-      repetition,
-      attempts: 1,
-      fingerprint: fingerprintHash(json),
-      result: { ...result, matrix: id, cellId, repetition },
-      ...over,
-    });
+    // Signed by an enrolled agent's key: even a host the coordinator trusts cannot report runs it was not issued.
+    const forger = await enrolledForger(c.prefix, scratch, 'forger-host');
+    const report = (cellId: string, repetition: number, over: Partial<RunReport> = {}): RunReport => {
+      const r = { matrixId: id, target: 'any', cellId, repetition, ...over };
+      return {
+        ...r,
+        attempts: 1,
+        fingerprint: fingerprintHash(json),
+        result: { ...result, matrix: r.matrixId, cellId, repetition },
+        jobId: jobId(r.matrixId, cellId, r.target, repetition),
+        jobSignature: signatureDigest('x'),
+        hostId: 'forger-host',
+      };
+    };
     const forged = [
       report(foreign.id, 0),
       report(issued.id, 2),
@@ -123,12 +165,10 @@ describe('forged reports', () => {
     ];
     // The shape of BullMQ's own `completed` event, as its completion script appends it.
     const stream = `${c.prefix}:${queueName('any')}:events`;
-    for (const [i, r] of forged.entries()) {
-      await redis.xadd(stream, '*', 'event', 'completed', 'jobId', `forged-${i}`, 'returnvalue', JSON.stringify(r), 'prev', 'active');
-    }
+    for (const r of forged) await appendCompleted(redis, stream, r, forger);
 
     await until('the forged reports to be dropped', async () => {
-      const counts = await Promise.all(['unknown-cell', 'repetition', 'unknown-matrix', 'wrong-queue'].map((r) => dropped(c.url, r)));
+      const counts = await Promise.all(['unknown-cell', 'repetition', 'unknown-matrix', 'wrong-host'].map((r) => dropped(c.url, r)));
       return counts.join(',') === '1,2,1,1' ? counts : undefined;
     });
     const before = await get(`${c.url}/v1/matrices/${id}`, Matrix);
@@ -147,6 +187,57 @@ describe('forged reports', () => {
     const cells = [issued.id, cellOf('noop', { value: 2 }).id];
     expect(runs.map((r) => `${r.cellId}#${r.repetition}`).sort()).toEqual(cells.flatMap((cell) => [`${cell}#0`, `${cell}#1`]).sort());
     expect(runs.every((r) => r.state === 'ok')).toBe(true);
+  });
+});
+
+describe('forged completed events written before the agent finishes', () => {
+  it('are not stored (unenrolled key, changed payload, another host), and the real runs are, each once', async () => {
+    const c = await cluster.coordinator();
+    const id = await submit(c.url, { name: 'pre-empted', workload: 'noop', warmup: 0, repetitions: 2, params: { value: 1 } });
+    const cell: Cell = cellOf('noop', { value: 1 });
+    const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-forgery-'));
+    cluster.cleanup(() => rm(scratch, { recursive: true, force: true }));
+    // A made-up machine, published like a real fingerprint.
+    const { fingerprint, ...result } = await runOnce(cell, scratch);
+    if (result.state !== 'ok') throw new Error(`the noop run failed: ${result.state}`);
+    const fake = JSON.stringify({ ...fingerprint, machine: 'forged-machine' });
+    const redis = redisClient();
+    await redis.hset(fingerprintsKey(c.prefix), fingerprintHash(fake), fake);
+    const report = (repetition: number, hostId: string): RunReport => ({
+      matrixId: id,
+      target: 'any',
+      cellId: cell.id,
+      repetition,
+      attempts: 1,
+      fingerprint: fingerprintHash(fake),
+      result: { ...result, matrix: id, cellId: cell.id, repetition, metrics: { ...result.metrics, value: 666 } },
+      jobId: jobId(id, cell.id, 'any', repetition),
+      jobSignature: signatureDigest('x'),
+      hostId,
+    });
+    const stream = `${c.prefix}:${queueName('any')}:events`;
+    // A key nobody enrolled, with a secret of its own.
+    const stranger: Forger = { identity: await loadOrCreateAgentKey(await mkdtemp(path.join(scratch, 'stranger-'))), macKey: randomBytes(32) };
+    // An enrolled host's key: its report changed after its MAC was made, and a report it makes for another host.
+    const forger = await enrolledForger(c.prefix, scratch, 'forger-host');
+    for (const repetition of [0, 1]) {
+      await appendCompleted(redis, stream, report(repetition, 'forger-host'), stranger);
+      const authenticText = JSON.stringify(report(repetition, 'forger-host'));
+      await appendCompleted(redis, stream, { ...report(repetition, 'forger-host'), attempts: 2 }, forger, { mac: reportMac(forger.macKey, authenticText) });
+      await appendCompleted(redis, stream, report(repetition, 'honest-host'), forger);
+    }
+    await until('the forged reports to be dropped', async () => {
+      const counts = await Promise.all(['unenrolled', 'bad-mac', 'wrong-host'].map((r) => dropped(c.url, r)));
+      return counts.join(',') === '2,2,2' ? counts : undefined;
+    });
+    expect((await get(`${c.url}/v1/matrices/${id}`, Matrix)).progress).toMatchObject({ stored: 0, expected: 2 });
+
+    // The agent that really runs them: both stored, from its machine, with their real values.
+    await cluster.agent(c.prefix, 'honest-host', 'honest');
+    await until('the matrix to finish', async () => ((await get(`${c.url}/v1/matrices/${id}`, Matrix)).state === 'done' ? true : undefined));
+    const { runs } = await get(`${c.url}/v1/matrices/${id}/results`, z.object({ runs: z.array(z.object({ repetition: z.number(), machine: z.string(), metrics: z.record(z.string(), z.unknown()).nullable() }).loose()) }));
+    expect(runs.map((r) => [r.repetition, r.machine]).sort()).toEqual([[0, 'honest'], [1, 'honest']]);
+    expect(runs.map((r) => r.metrics?.['value'])).toEqual([1, 1]);
   });
 });
 

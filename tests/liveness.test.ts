@@ -16,8 +16,16 @@ import { CoordinatorClient } from '../coordinator/client.js';
 import { writeStatus, type AgentStatus } from '../queue/registry.js';
 import { syntheticFingerprint } from './fixtures/synthetic.js';
 import { useCluster } from './helpers/cluster.js';
+import { preEnroll } from './helpers/enroll.js';
 
 const cluster = useCluster('live');
+
+/** A state directory for a simulated host's key, removed after the test. */
+async function stateDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-live-state-'));
+  cluster.cleanup(() => rm(dir, { recursive: true, force: true }));
+  return path.join(dir, 'agent');
+}
 const CLI = path.resolve(import.meta.dirname, '..', 'dist', 'cli', 'fsbench.js');
 const HOUR = 3_600_000;
 
@@ -102,6 +110,8 @@ describe('agent liveness by the Redis server clock', () => {
     await cluster.agent(c.prefix, 'host-a', 'a');
     await writeStatus(redis, c.prefix, entry('a-behind', 'host-a', -3 * HOUR, 60_000));
     await writeStatus(redis, c.prefix, entry('b-behind', 'host-b', -3 * HOUR, 60_000));
+    // Placements choose among enrolled hosts only: this simulated one is enrolled as a real one would be.
+    await preEnroll(cluster.redis().url, c.prefix, cluster.jobPrivateKey, await stateDir(), 'host-b', 'b-behind');
     const submitted = (await api.json('POST', '/v1/matrices', { name: 'skew', workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: [1] } })) as { runs: number };
     expect(submitted.runs).toBe(2);
   });
@@ -132,6 +142,8 @@ describe('agent liveness by the Redis server clock', () => {
     const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-live-scratch-'));
     cluster.cleanup(() => rm(scratch, { recursive: true, force: true }));
     let output = '';
+    const stateDir = path.join(scratch, 'agent');
+    await preEnroll(cluster.redis().url, c.prefix, cluster.jobPrivateKey, stateDir, 'host-killed', 'killed');
     const proc = spawn(process.execPath, [CLI, 'agent'], {
       env: { ...process.env, REDIS_URL: cluster.redis().url, FSBENCH_QUEUE_PREFIX: c.prefix, FSBENCH_HOST_ID: 'host-killed', FSBENCH_MACHINE: 'killed', FSBENCH_HEARTBEAT: '200ms', FSBENCH_SCRATCH: scratch, FSBENCH_JOB_KEY: path.join(c.dataDir, 'job-key.pub.pem') },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -169,6 +181,7 @@ describe('agent liveness by the Redis server clock', () => {
     const redis = client();
     const api = new CoordinatorClient(c.url);
     // Live when the matrix is placed; then silent, its last timestamp 10 hours ahead.
+    await preEnroll(cluster.redis().url, c.prefix, cluster.jobPrivateKey, await stateDir(), 'host-ghost', 'ghost');
     const beat = await writeStatus(redis, c.prefix, entry('ghost', 'host-ghost', 10 * HOUR, 1000));
     const submitted = (await api.json('POST', '/v1/matrices', { name: 'ghost', workload: 'noop', repetitions: 2, warmup: 0, placement: 'all', params: { value: [1, 2] } })) as { id: string; runs: number };
     expect(submitted.runs).toBe(4);

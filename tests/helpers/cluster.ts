@@ -17,6 +17,14 @@ import { startAgent, type AgentSettings, type RunningAgent } from '../../agent/a
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../../coordinator/server.js';
 import { JOB_KEY_FILE } from '../../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from '../fixtures/redis-server.js';
+import { preEnroll } from './enroll.js';
+
+/** Agent settings marked with `enrollsItself(over)` start unenrolled: their test approves them. */
+const enrollItself = new WeakSet<object>();
+export function enrollsItself<T extends object>(over: T): T {
+  enrollItself.add(over);
+  return over;
+}
 
 export interface Cluster {
   /** The file's redis-server (started in beforeAll). */
@@ -25,6 +33,8 @@ export interface Cluster {
   coordinator(over?: Partial<CoordinatorSettings>): Promise<RunningCoordinator & { prefix: string; dataDir: string }>;
   /** The public job key (PEM) the cluster's agents are given (FSBENCH_JOB_KEY). */
   readonly jobKey: string;
+  /** Its private key (PEM): what each coordinator of the cluster signs with. */
+  readonly jobPrivateKey: string;
   /** An agent on `hostId` with its own scratch directory. */
   agent(prefix: string, hostId: string, machine: string, labels?: string[], over?: Partial<AgentSettings>): Promise<RunningAgent>;
   /** Runs after the current test (after the file, from beforeAll), in reverse order of registration. */
@@ -63,6 +73,7 @@ export function useCluster(name = 'test'): Cluster {
   return {
     redis: server,
     jobKey,
+    jobPrivateKey: privatePem,
     cleanup: (fn) => cleanups.push(fn),
     async coordinator(over = {}) {
       const dataDir = over.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-coord-`)));
@@ -87,9 +98,12 @@ export function useCluster(name = 'test'): Cluster {
     },
     async agent(prefix, hostId, machine, labels = [], over = {}) {
       const scratch = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-agent-`));
+      // Enrolled before it starts, unless the test enrolls it itself (a token, or `agents approve`).
+      const stateDir = over.stateDir ?? path.join(scratch, 'agent');
+      if (over.enrollToken === undefined && !enrollItself.has(over)) await preEnroll(server().url, prefix, privatePem, stateDir, hostId, machine);
       // An agent refusing to start (a test of that) leaves no directory behind.
       const a = await startAgent(
-        { redisUrl: server().url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000, jobKey, ...over },
+        { redisUrl: server().url, queuePrefix: prefix, machine, labels, scratch, hostId, heartbeat: 100, stallTimeout: 2000, maxAttempts: 3, stopGrace: 1000, jobKey, stateDir, ...over },
         quiet,
       ).catch(async (err: unknown) => {
         await rm(scratch, { recursive: true, force: true });

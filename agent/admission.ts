@@ -1,0 +1,144 @@
+/**
+ * Whether an agent may start a job whose signature it has verified. A signature says the
+ * coordinator issued the job once, not that this copy of it is that issuance: anyone who can
+ * write to Redis can put a saved job on another host's queue, under another id, with `repeat`,
+ * after its matrix was cancelled or long after. So the agent also checks, before it touches
+ * anything on the host, that the job sits where it was signed to sit, is still valid, and has not
+ * run here already; each refusal has an error code, is counted in Redis for the coordinator's
+ * /metrics (fsbench_jobs_refused_total) and fails the job for good.
+ *
+ * What has run is remembered by nonce in the state directory (one file per job holding the signed
+ * report it completed with, under the day the job expires, so whole days are pruned once past),
+ * not in Redis, where whoever replays a job could also delete the record. A job that ran here
+ * already is not run again: it completes with the same report (ranBefore).
+ */
+import { constants as fsConstants, promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { ErrorCode } from '../contract/errors.js';
+import { ANY_TARGET, jobId, qualifiedQueueName, SignedRunReport, type RunJob } from '../queue/jobs.js';
+import { cancelledKey, refusalsKey } from '../queue/keys.js';
+
+const DONE_DIR = 'done';
+const DAY_MS = 86_400_000;
+
+export interface Refusal {
+  readonly code: Extract<ErrorCode, 'JOB_MISROUTED' | 'JOB_EXPIRED' | 'JOB_REPLAYED' | 'JOB_CANCELLED'>;
+  readonly why: string;
+}
+
+export interface AdmissionDeps {
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly hostId: string;
+  /** The agent's state directory (checked: only root controls it). */
+  readonly stateDir: string;
+  readonly now?: () => number;
+}
+
+function errnoOf(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+export class Admission {
+  private readonly doneDir: string;
+
+  constructor(private readonly deps: AdmissionDeps) {
+    this.doneDir = path.join(deps.stateDir, DONE_DIR);
+  }
+
+  private markerOf(job: RunJob): string {
+    const day = Math.floor(job.expiresAt / DAY_MS);
+    return path.join(this.doneDir, String(day), job.nonce);
+  }
+
+  /** Why `job` (verified already) must not run here, or null when it may. Reads Redis and the state directory; changes nothing. */
+  async refusal(job: RunJob, queued: Job<unknown, unknown>): Promise<Refusal | null> {
+    const { prefix, hostId } = this.deps;
+    const expectedId = jobId(job.matrixId, job.cell.id, job.target, job.repetition);
+    if (queued.id !== job.id || job.id !== expectedId) {
+      return { code: 'JOB_MISROUTED', why: `job ${queued.id ?? '?'} carries the signed run ${expectedId} (signed id ${job.id}): a copy under another id` };
+    }
+    const queue = qualifiedQueueName(prefix, job.target);
+    if (queued.queueQualifiedName !== job.queue || job.queue !== queue) {
+      return { code: 'JOB_MISROUTED', why: `job ${job.id} sits on ${queued.queueQualifiedName}, but was signed for ${job.queue} (this installation's queue for it: ${queue})` };
+    }
+    if (job.target !== ANY_TARGET && job.target !== hostId) {
+      return { code: 'JOB_MISROUTED', why: `job ${job.id} was issued to host ${job.target}, not this host ${hostId}` };
+    }
+    const opts = queued.opts;
+    // `repeat` is no longer in BullMQ's public options, but a job scheduler's jobs still carry it.
+    const repeating = 'repeat' in opts || opts.repeatJobKey !== undefined || queued.repeatJobKey !== undefined;
+    if (repeating || (opts.delay ?? 0) > 0) {
+      return { code: 'JOB_REPLAYED', why: `job ${job.id} carries ${repeating ? 'repeat' : 'delay'} options the coordinator never sets` };
+    }
+    const now = (this.deps.now ?? Date.now)();
+    if (now > job.expiresAt) {
+      return { code: 'JOB_EXPIRED', why: `job ${job.id} expired at ${new Date(job.expiresAt).toISOString()} (FSBENCH_JOB_TTL on the coordinator)` };
+    }
+    if ((await this.deps.redis.exists(cancelledKey(prefix, job.matrixId))) === 1) {
+      return { code: 'JOB_CANCELLED', why: `matrix ${job.matrixId} was cancelled` };
+    }
+    return null;
+  }
+
+  /**
+   * The signed report this host completed `job` with, when it ran here already: a job whose
+   * completion Redis lost (restarted, failed over) comes back as a retry of the same issuance,
+   * and gets the same report again without running a second time; so does a saved copy replayed.
+   */
+  async ranBefore(job: RunJob): Promise<SignedRunReport | null> {
+    let text: string;
+    try {
+      const handle = await fs.open(this.markerOf(job), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+      try {
+        text = await handle.readFile('utf8');
+      } finally {
+        await handle.close();
+      }
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return null;
+      throw err;
+    }
+    try {
+      return SignedRunReport.parse(JSON.parse(text));
+    } catch {
+      // Cut short by a crash while it was written: the report never left, so the run is made again.
+      await fs.rm(this.markerOf(job), { force: true });
+      return null;
+    }
+  }
+
+  /** Remembers that `job` ran here and what it reported, until the day after it expires. */
+  async ranNow(job: RunJob, report: SignedRunReport): Promise<void> {
+    const marker = this.markerOf(job);
+    await fs.mkdir(path.dirname(marker), { recursive: true, mode: 0o700 });
+    const handle = await fs.open(marker, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o600).catch((err: unknown) => {
+      // Recorded already: another agent of this host completed the same issuance.
+      if (errnoOf(err) === 'EEXIST') return null;
+      throw err;
+    });
+    if (handle === null) return;
+    try {
+      await handle.writeFile(JSON.stringify(report));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** Counts a refusal where the coordinator reads it; a failure to count never hides the refusal. */
+  async count(code: Refusal['code']): Promise<void> {
+    await this.deps.redis.hincrby(refusalsKey(this.deps.prefix), code, 1).catch(() => undefined);
+  }
+
+  /** Removes the records of jobs expired before yesterday: they are refused as expired anyway. */
+  async prune(): Promise<void> {
+    const today = Math.floor((this.deps.now ?? Date.now)() / DAY_MS);
+    const days = await fs.readdir(this.doneDir).catch(() => [] as string[]);
+    for (const d of days) {
+      if (/^\d+$/.test(d) && Number(d) < today - 1) await fs.rm(path.join(this.doneDir, d), { recursive: true, force: true });
+    }
+  }
+}

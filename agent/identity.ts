@@ -1,0 +1,155 @@
+/**
+ * An agent's identity: the Ed25519 key it signs its reports with, made on first start in its
+ * state directory and kept there, and its enrollment (queue/enrollment.ts): the agent announces
+ * its public key and waits until it finds the coordinator's signed approval of that key bound to
+ * its host, before it takes a job. An agent that is not enrolled runs nothing, and a report it
+ * signed would be dropped anyway.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { FsbenchError } from '../contract/errors.js';
+import { Announcement, ApprovalEntry, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
+import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
+import { canonicalJson, keyFingerprint, loadOrCreatePrivateKey, signText, type JobVerifier } from '../queue/signing.js';
+
+export const AGENT_KEY_FILE = 'agent-key.pem';
+export const AGENT_REPORT_KEY_FILE = 'agent-report-key.pem';
+
+export interface AgentIdentity {
+  readonly privateKey: KeyObject;
+  readonly publicKeyPem: string;
+  /** `SHA256:...`, what `fsbench agents` shows and `fsbench agents approve` accepts. */
+  readonly fingerprint: string;
+  /** X25519: what the secret its reports are authenticated with is agreed from (queue/enrollment.ts). */
+  readonly reportKey: KeyObject;
+  readonly reportKeyPem: string;
+}
+
+/** The agent's keys in `stateDir` (checked already: only root controls it), made on first start. */
+export async function loadOrCreateAgentKey(stateDir: string): Promise<AgentIdentity> {
+  const privateKey = await loadOrCreatePrivateKey(path.join(stateDir, AGENT_KEY_FILE), 'ed25519', 'agent key (it must then be enrolled again)');
+  const reportKey = await loadOrCreatePrivateKey(path.join(stateDir, AGENT_REPORT_KEY_FILE), 'x25519', 'agent report key (the agent must then be enrolled again)');
+  const publicKey = createPublicKey(privateKey);
+  return {
+    privateKey,
+    publicKeyPem: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+    fingerprint: keyFingerprint(publicKey),
+    reportKey,
+    reportKeyPem: createPublicKey(reportKey).export({ type: 'spki', format: 'pem' }).toString(),
+  };
+}
+
+/** The coordinator's report key from Redis, when it carries the coordinator's signature. */
+export async function coordinatorReportKey(redis: Redis, prefix: string, jobKey: JobVerifier): Promise<KeyObject | null> {
+  const raw = await redis.get(reportKeyKey(prefix));
+  if (raw === null) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  const entry = ReportKeyEntry.safeParse(json);
+  if (!entry.success || !jobKey.verifyReportKey(entry.data.publicKey, entry.data.signature)) return null;
+  try {
+    const key = createPublicKey(entry.data.publicKey);
+    return key.asymmetricKeyType === 'x25519' ? key : null;
+  } catch {
+    return null;
+  }
+}
+
+export interface EnrollmentRequest {
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly identity: AgentIdentity;
+  readonly hostId: string;
+  readonly machine: string;
+  readonly labels: readonly string[];
+  /** FSBENCH_ENROLL_TOKEN: `<id>.<secret>`; the secret never leaves this process. */
+  readonly token: string | undefined;
+  /** The coordinator's public key: only its approvals count. */
+  readonly jobKey: JobVerifier;
+  readonly log: (line: string) => void;
+  readonly signal: AbortSignal;
+}
+
+/** Announces the key (signed with it): the coordinator enrolls it when approved, or at once with a valid token. */
+async function announce(r: EnrollmentRequest): Promise<void> {
+  const [tokenId, secret] = r.token?.split('.') ?? [];
+  const body: Announcement = {
+    v: 1,
+    publicKey: r.identity.publicKeyPem,
+    reportKey: r.identity.reportKeyPem,
+    hostId: r.hostId,
+    machine: r.machine,
+    labels: [...r.labels],
+    ...(tokenId !== undefined && secret !== undefined ? { token: { id: tokenId, proof: tokenProof(secretHash(secret), r.identity.fingerprint, r.hostId) } } : {}),
+  };
+  const text = canonicalJson(body);
+  await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, JSON.stringify({ body: text, signature: signText(r.identity.privateKey, 'announcement', text) }));
+}
+
+/** Whether the coordinator's approval of this key, bound to this host, is in Redis. */
+async function approved(r: EnrollmentRequest): Promise<boolean> {
+  const raw = await r.redis.hget(agentApprovalsKey(r.prefix), r.identity.fingerprint);
+  if (raw === null) return false;
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return false;
+  }
+  const entry = ApprovalEntry.safeParse(json);
+  if (!entry.success || !r.jobKey.verifyApproval(entry.data.approval, entry.data.signature)) return false;
+  const a = entry.data.approval;
+  if (a.key !== r.identity.fingerprint || a.reportKey !== r.identity.reportKeyPem) return false;
+  if (a.hostId !== r.hostId) {
+    throw new FsbenchError(
+      'CONFIG_INVALID',
+      `this agent's key ${r.identity.fingerprint} is enrolled for host ${a.hostId}, not this host ${r.hostId}: give each host its own FSBENCH_STATE_DIR`,
+    );
+  }
+  return true;
+}
+
+const ANNOUNCE_EVERY_MS = 30_000;
+const WAITING_LOG_EVERY_MS = 60_000;
+
+/**
+ * Resolves, with the secret its reports are authenticated with, once this agent's key is enrolled
+ * and the coordinator's report key is published (announcing the key until then); rejects when
+ * `signal` aborts. Polls once a second: enrollment happens once per key, and nothing runs before it.
+ */
+export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Promise<Buffer> {
+  let announcedAt = 0;
+  let loggedAt = 0;
+  for (;;) {
+    if (r.signal.aborted) throw new FsbenchError('CANCELLED', 'the agent stopped before it was enrolled');
+    const now = Date.now();
+    try {
+      if (await approved(r)) {
+        const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
+        if (theirs !== null) return reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId);
+      }
+      if (now - announcedAt >= ANNOUNCE_EVERY_MS) {
+        await announce(r);
+        announcedAt = now;
+      }
+    } catch (err) {
+      if (err instanceof FsbenchError) throw err;
+      // Redis away for a moment: the connection retries; so does this loop.
+    }
+    if (now - loggedAt >= WAITING_LOG_EVERY_MS) {
+      loggedAt = now;
+      r.log(
+        r.token === undefined
+          ? `waiting to be enrolled: on the coordinator, run \`fsbench agents approve ${r.machine}\` (key ${r.identity.fingerprint}, host ${r.hostId}), or start the agent with FSBENCH_ENROLL_TOKEN from \`fsbench agents token\``
+          : `waiting to be enrolled with token ${r.token.split('.')[0] ?? '?'} (key ${r.identity.fingerprint}); an expired or used token enrolls nothing: then \`fsbench agents approve ${r.machine}\``,
+      );
+    }
+    await sleep(pollMs, undefined, { signal: r.signal }).catch(() => undefined);
+  }
+}

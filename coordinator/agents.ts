@@ -1,0 +1,82 @@
+/**
+ * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
+ * (enrollment.ts), approving a waiting key, and making one-time enrollment tokens.
+ */
+import express, { Router, type Request } from 'express';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { FsbenchError } from '../contract/errors.js';
+import { parseDuration } from '../contract/units.js';
+import { liveAgents } from '../queue/registry.js';
+import { requireRead, requireWrite, type AuthConfig } from './auth.js';
+import { withDeadline } from './deadline.js';
+import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
+
+export interface AgentsDeps {
+  readonly redis: Redis;
+  readonly prefix: string;
+  readonly auth: AuthConfig;
+  readonly enrollment?: Enrollment | undefined;
+  readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
+}
+
+const Approve = z.object({ agent: z.string().min(1).max(200) }).strict();
+
+/** Token lifetimes: long enough to roll out a fleet, short enough that a leaked one goes stale. */
+const TOKEN_TTL_MIN_MS = 60_000;
+const TOKEN_TTL_MAX_MS = 30 * 86_400_000;
+const Tokens = z
+  .object({
+    count: z.number().int().min(1).max(MAX_TOKENS_PER_REQUEST).default(1),
+    ttl: z
+      .union([z.string(), z.number()])
+      .default('1h')
+      .transform((raw, ctx) => {
+        const r = parseDuration(raw);
+        if (!r.ok) {
+          ctx.addIssue({ code: 'custom', message: r.reason });
+          return z.NEVER;
+        }
+        return r.value;
+      })
+      .pipe(z.number().min(TOKEN_TTL_MIN_MS, 'must be at least 1m').max(TOKEN_TTL_MAX_MS, 'must be at most 30d')),
+  })
+  .strict();
+
+function jsonBody(req: Request): unknown {
+  if (!req.is('application/json')) throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send application/json, not ${req.get('content-type') ?? 'no Content-Type'}`);
+  return req.body;
+}
+
+export function agentsRouter(d: AgentsDeps): Router {
+  const router = Router();
+  const read = requireRead(d.auth);
+  const write = requireWrite(d.auth);
+  const body = express.json({ limit: 4096, strict: true });
+  const enrollment = (): Enrollment => {
+    if (!d.enrollment) throw new FsbenchError('UNAVAILABLE', 'this coordinator keeps no enrollment');
+    return d.enrollment;
+  };
+
+  router.get('/v1/agents', read, async (_req, res) => {
+    const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
+    const keys = d.enrollment?.list() ?? [];
+    res.json({ hosts: new Set(agents.map((a) => a.hostId)).size, agents, keys, pending: keys.filter((k) => k.state === 'pending').length });
+  });
+
+  router.post('/v1/agents/approve', write, body, async (req, res) => {
+    const { agent } = Approve.parse(jsonBody(req));
+    const key = await withDeadline(enrollment().approve(agent), 'approving the agent');
+    d.log(`agent key ${key.key} (host ${key.hostId}, ${key.machine}) enrolled`, { event: 'agent.enrolled', key: key.key, hostId: key.hostId });
+    res.json(key);
+  });
+
+  router.post('/v1/agents/tokens', write, body, (req, res) => {
+    const { count, ttl } = Tokens.parse(jsonBody(req));
+    const minted = enrollment().mintTokens(count, ttl);
+    // The tokens themselves are never logged: only that some were made.
+    d.log(`${count} enrollment token(s) made, valid until ${minted.expiresAt}`, { event: 'agent.tokens', count });
+    res.status(201).json(minted);
+  });
+  return router;
+}

@@ -1,0 +1,112 @@
+/**
+ * Enrollment on the wire: how an agent makes its key known and how it learns it was accepted.
+ *
+ * Every agent has an Ed25519 key of its own (agent/identity.ts), its identity, and an X25519 key
+ * it authenticates its run reports with: from it and the coordinator's X25519 report key (which
+ * the coordinator publishes signed with its job key) both sides derive a secret of that agent's
+ * alone, and each report carries an HMAC under it. The coordinator stores a report only when it
+ * carries the MAC of an enrolled key bound to the host the run was issued to. Why not an Ed25519
+ * signature per report: checking one costs 120-180 us on a small VM, 15-20% of the coordinator's
+ * CPU per run at 100 hosts (`npm run bench:dispatch`), an HMAC 10 us. An agent announces its public key in Redis, signed
+ * with that key (so nobody can announce a key they do not hold) and, when it was given one, with
+ * a proof of an enrollment token. The coordinator enrolls the key when an operator approves it
+ * or the token is valid and unused, and writes an approval signed with its job key: the agent
+ * starts taking jobs once it finds an approval that verifies, and the coordinator itself trusts
+ * an approval only with its own signature on it, so nothing written to Redis by anyone else
+ * enrolls a key.
+ */
+import { createHash, createHmac, diffieHellman, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { z } from 'zod';
+import { JobSignature, Target } from './jobs.js';
+
+/** A key's fingerprint, `SHA256:<base64>` (see keyFingerprint). */
+export const KeyFingerprint = z.string().regex(/^SHA256:[A-Za-z0-9+/]{43}$/, 'must be a key fingerprint (SHA256:...)');
+
+/** An enrollment token: `<id>.<secret>`, as `fsbench agents token` prints it. */
+export const EnrollToken = z.string().regex(/^[a-z0-9]{10}\.[A-Za-z0-9_-]{43}$/, 'must be an enrollment token as `fsbench agents token` prints it (<id>.<secret>)');
+export const TokenId = z.string().regex(/^[a-z0-9]{10}$/);
+
+/** What an agent says about itself, signed with its own key. */
+export const Announcement = z
+  .object({
+    v: z.literal(1),
+    /** SPKI PEM of the agent's Ed25519 public key. */
+    publicKey: z.string().max(1000),
+    /** SPKI PEM of the agent's X25519 report key (see reportMacKey). */
+    reportKey: z.string().max(1000),
+    hostId: Target,
+    machine: z.string().max(200),
+    labels: z.array(z.string().max(64)).max(32),
+    /** Proof of an enrollment token: HMAC keyed by the token's secret over the key and host (tokenProof). */
+    token: z.object({ id: TokenId, proof: z.string().regex(/^[A-Za-z0-9_-]{43}$/) }).strict().optional(),
+  })
+  .strict();
+export type Announcement = z.infer<typeof Announcement>;
+
+/** An announcement as it sits in Redis: the exact JSON text that was signed, and the signature. */
+export const AnnouncementEntry = z.object({ body: z.string().max(8192), signature: JobSignature }).strict();
+
+/** What the coordinator signs to enroll a key: which key, bound to which host. */
+export const Approval = z
+  .object({
+    key: KeyFingerprint,
+    publicKey: z.string().max(1000),
+    reportKey: z.string().max(1000),
+    hostId: Target,
+    machine: z.string().max(200),
+  })
+  .strict();
+export type Approval = z.infer<typeof Approval>;
+
+/** The coordinator's X25519 report key (SPKI PEM), signed with its job key: in Redis, for agents. */
+export const ReportKeyEntry = z.object({ publicKey: z.string().max(1000), signature: JobSignature }).strict();
+export type ReportKeyEntry = z.infer<typeof ReportKeyEntry>;
+
+/**
+ * The secret one agent key shares with the coordinator: X25519 between the agent's report key and
+ * the coordinator's, expanded with HKDF and bound to the agent key and its host, so it
+ * authenticates nothing else.
+ */
+export function reportMacKey(ownPrivate: KeyObject, otherPublic: KeyObject, agentKey: string, hostId: string): Buffer {
+  const shared = diffieHellman({ privateKey: ownPrivate, publicKey: otherPublic });
+  return Buffer.from(hkdfSync('sha256', shared, 'fsbench report mac v1', `${agentKey}\n${hostId}`, 32));
+}
+
+/** The MAC a report's exact JSON text carries (base64url). */
+export function reportMac(macKey: Buffer, text: string): string {
+  return createHmac('sha256', macKey).update('fsbench run report v1\n').update(text).digest('base64url');
+}
+export const ApprovalEntry = z.object({ approval: Approval, signature: JobSignature }).strict();
+export type ApprovalEntry = z.infer<typeof ApprovalEntry>;
+
+/**
+ * The token's secret is never sent: the agent proves it knows it. Keyed by the secret's hash, so
+ * the coordinator keeps only the hash; bound to the key and the host, so a proof copied from
+ * Redis enrolls nothing else.
+ */
+export function tokenProof(secretHash: Buffer, key: string, hostId: string): string {
+  return createHmac('sha256', secretHash).update(`${key}\n${hostId}`).digest('base64url');
+}
+
+export function secretHash(secret: string): Buffer {
+  return createHash('sha256').update(secret).digest();
+}
+
+export function proofMatches(expected: string, got: string): boolean {
+  const a = Buffer.from(expected);
+  const b = Buffer.from(got);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** An agent key as `GET /v1/agents` lists it (`keys`): enrolled, or waiting for approval. */
+export const AgentKeyView = z.object({
+  key: z.string(),
+  hostId: z.string(),
+  machine: z.string(),
+  labels: z.array(z.string()),
+  state: z.enum(['pending', 'enrolled']),
+  via: z.enum(['approval', 'token']).nullable(),
+  firstSeen: z.iso.datetime(),
+  enrolledAt: z.iso.datetime().nullable(),
+});
+export type AgentKeyView = z.infer<typeof AgentKeyView>;
