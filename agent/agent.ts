@@ -26,7 +26,9 @@ import { RunExecutor } from './run-job.js';
 import { loadJobVerifier } from '../queue/signing.js';
 import { ensureSafeDir } from '../host/safe-dir.js';
 import { Admission } from './admission.js';
-import { awaitEnrollment, loadOrCreateAgentKey } from './identity.js';
+import { awaitEnrollment, hostStateDir, loadOrCreateAgentKey } from './identity.js';
+import { readFile } from 'node:fs/promises';
+import { EnrollToken } from '../queue/enrollment.js';
 
 export interface AgentSettings extends RedisChannel {
   readonly queuePrefix: string;
@@ -53,6 +55,8 @@ export interface AgentSettings extends RedisChannel {
   readonly stateDir?: string | undefined;
   /** FSBENCH_ENROLL_TOKEN: a one-time token that enrolls this agent's key without an approval. */
   readonly enrollToken?: string | undefined;
+  /** FSBENCH_ENROLL_TOKEN_COPY: a file looked in for a token while the agent waits (the coordinator of this machine keeps an unused one there). */
+  readonly enrollTokenCopy?: string | undefined;
   /** FSBENCH_HEALTH_FILE: rewritten while Redis answers, for a healthcheck that needs no credential. */
   readonly healthFile?: string | undefined;
 }
@@ -89,7 +93,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   // Before anything else touches the scratch directory: refused (DIRECTORY_UNSAFE) unless only root controls it and the journal directory.
   const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [], hostId });
   // The key that signs this agent's reports: in a directory only root controls, like the scratch.
-  const stateDir = await ensureSafeDir(s.stateDir ?? path.join(s.scratch, 'agent'), STATE_PURPOSE);
+  const stateDir = await ensureSafeDir(hostStateDir(s.stateDir ?? path.join(s.scratch, 'agent'), hostId), STATE_PURPOSE);
   const identity = await loadOrCreateAgentKey(stateDir);
   const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
@@ -232,6 +236,8 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
         (f) => (fingerprint = f),
         () => undefined,
       );
+      // What ran, kept until its jobs expired: a long-lived agent drops the past days too.
+      admission.prune().catch(() => undefined);
     }, FINGERPRINT_REFRESH_MS);
     recovery = setInterval(() => {
       recovering ??= exec
@@ -253,7 +259,12 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     hostId,
     machine: fingerprint.machine,
     labels: s.labels,
-    token: s.enrollToken,
+    // Read at each look: the coordinator rewrites its copy once a token is used, for the next host's key.
+    token: async () => {
+      if (s.enrollTokenCopy === undefined) return s.enrollToken;
+      const text = (await readFile(s.enrollTokenCopy, 'utf8').catch(() => '')).trim();
+      return EnrollToken.safeParse(text).success ? text : s.enrollToken;
+    },
     jobKey,
     log,
     signal: stopWaiting.signal,

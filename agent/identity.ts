@@ -27,6 +27,15 @@ export interface AgentIdentity {
   readonly reportKeyPem: string;
 }
 
+/**
+ * Where one host's key lives in a state directory: each host id has its own, so agents of one
+ * host share a key (compose's replicas) while simulated hosts on one machine (FSBENCH_HOST_ID) do
+ * not. The prefix keeps a host id of `..` a plain name.
+ */
+export function hostStateDir(stateDir: string, hostId: string): string {
+  return path.join(stateDir, `host-${hostId}`);
+}
+
 /** The agent's keys in `stateDir` (checked already: only root controls it), made on first start. */
 export async function loadOrCreateAgentKey(stateDir: string): Promise<AgentIdentity> {
   const privateKey = await loadOrCreatePrivateKey(path.join(stateDir, AGENT_KEY_FILE), 'ed25519', 'agent key (it must then be enrolled again)');
@@ -68,28 +77,40 @@ export interface EnrollmentRequest {
   readonly hostId: string;
   readonly machine: string;
   readonly labels: readonly string[];
-  /** FSBENCH_ENROLL_TOKEN: `<id>.<secret>`; the secret never leaves this process. */
-  readonly token: string | undefined;
+  /**
+   * FSBENCH_ENROLL_TOKEN: `<id>.<secret>`; the secret never leaves this process. Read again at
+   * each look: a token file the coordinator rewrites once its token is used (FSBENCH_ENROLL_TOKEN_COPY)
+   * enrolls the next host's key too.
+   */
+  readonly token: () => Promise<string | undefined>;
   /** The coordinator's public key: only its approvals count. */
   readonly jobKey: JobVerifier;
   readonly log: (line: string) => void;
   readonly signal: AbortSignal;
 }
 
-/** Announces the key (signed with it): the coordinator enrolls it when approved, or at once with a valid token. */
-async function announce(r: EnrollmentRequest): Promise<void> {
-  const [tokenId, secret] = r.token?.split('.') ?? [];
+/**
+ * What an agent writes for its key in `agentKeysKey` (field: its fingerprint): the announcement's
+ * exact text and its signature with that key, and with a token, the proof that it holds it.
+ */
+export function announcementOf(identity: AgentIdentity, hostId: string, machine: string, labels: readonly string[], token?: string): string {
+  const [tokenId, secret] = token?.split('.') ?? [];
   const body: Announcement = {
     v: 1,
-    publicKey: r.identity.publicKeyPem,
-    reportKey: r.identity.reportKeyPem,
-    hostId: r.hostId,
-    machine: r.machine,
-    labels: [...r.labels],
-    ...(tokenId !== undefined && secret !== undefined ? { token: { id: tokenId, proof: tokenProof(secretHash(secret), r.identity.fingerprint, r.hostId) } } : {}),
+    publicKey: identity.publicKeyPem,
+    reportKey: identity.reportKeyPem,
+    hostId,
+    machine,
+    labels: [...labels],
+    ...(tokenId !== undefined && secret !== undefined ? { token: { id: tokenId, proof: tokenProof(secretHash(secret), identity.fingerprint, hostId) } } : {}),
   };
   const text = canonicalJson(body);
-  await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, JSON.stringify({ body: text, signature: signText(r.identity.privateKey, 'announcement', text) }));
+  return JSON.stringify({ body: text, signature: signText(identity.privateKey, 'announcement', text) });
+}
+
+/** Announces the key (signed with it): the coordinator enrolls it when approved, or at once with a valid token. */
+async function announce(r: EnrollmentRequest, token: string | undefined): Promise<void> {
+  await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, announcementOf(r.identity, r.hostId, r.machine, r.labels, token));
 }
 
 /** Whether the coordinator's approval of this key, bound to this host, is in Redis. */
@@ -125,18 +146,22 @@ const WAITING_LOG_EVERY_MS = 60_000;
  */
 export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Promise<Buffer> {
   let announcedAt = 0;
+  let announcedWith: string | undefined;
   let loggedAt = 0;
   for (;;) {
     if (r.signal.aborted) throw new FsbenchError('CANCELLED', 'the agent stopped before it was enrolled');
     const now = Date.now();
+    let token: string | undefined;
     try {
+      token = await r.token();
       if (await approved(r)) {
         const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
         if (theirs !== null) return reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId);
       }
-      if (now - announcedAt >= ANNOUNCE_EVERY_MS) {
-        await announce(r);
+      if (now - announcedAt >= ANNOUNCE_EVERY_MS || token !== announcedWith) {
+        await announce(r, token);
         announcedAt = now;
+        announcedWith = token;
       }
     } catch (err) {
       if (err instanceof FsbenchError) throw err;
@@ -145,9 +170,9 @@ export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Pro
     if (now - loggedAt >= WAITING_LOG_EVERY_MS) {
       loggedAt = now;
       r.log(
-        r.token === undefined
+        token === undefined
           ? `waiting to be enrolled: on the coordinator, run \`fsbench agents approve ${r.machine}\` (key ${r.identity.fingerprint}, host ${r.hostId}), or start the agent with FSBENCH_ENROLL_TOKEN from \`fsbench agents token\``
-          : `waiting to be enrolled with token ${r.token.split('.')[0] ?? '?'} (key ${r.identity.fingerprint}); an expired or used token enrolls nothing: then \`fsbench agents approve ${r.machine}\``,
+          : `waiting to be enrolled with token ${token.split('.')[0] ?? '?'} (key ${r.identity.fingerprint}); an expired or used token enrolls nothing: then \`fsbench agents approve ${r.machine}\``,
       );
     }
     await sleep(pollMs, undefined, { signal: r.signal }).catch(() => undefined);

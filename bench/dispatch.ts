@@ -295,7 +295,7 @@ async function main(): Promise<void> {
     }
     process.stdout.write(`  ratio (coordinator CPU per run, ${scaleHosts.at(-1) ?? 0} hosts / ${scaleHosts[0] ?? 0}): median ${h.ratio.median}, rounds ${h.ratio.perRound.join(', ')}\n`);
     process.stdout.write(
-      `  checking report MACs at ${h.reportChecks.hosts} hosts: ${(h.reportChecks.median * 100).toFixed(1)}% of coordinator CPU per run side by side (median; rounds ` +
+      `  checking report MACs at ${h.reportChecks.hosts} hosts: ${(h.reportChecks.median * 100).toFixed(1)}% of coordinator CPU per run (net of idle) side by side (median; rounds ` +
         `${h.reportChecks.perRound.map((x) => `${(x * 100).toFixed(1)}%`).join(', ')}); the check alone ${h.reportChecks.directMicrosecondsPerReport} us per report, ` +
         `${(h.reportChecks.directShare * 100).toFixed(2)}% of it\n`,
     );

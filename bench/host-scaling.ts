@@ -44,6 +44,11 @@ export interface HostScalingSide {
   readonly coordinatorCpuMsPerRun: number;
   /** CPU the coordinator used per second with every agent live and no work: polling and watching. */
   readonly coordinatorIdleCpuMsPerSecond: number;
+  /**
+   * CPU per run less what the coordinator spends idle over as long (idle rate x duration): what
+   * runs cost it, without the polling that a slower side (this machine is shared) pays more of.
+   */
+  readonly coordinatorNetCpuMsPerRun: number;
 }
 
 export interface HostScaling {
@@ -52,8 +57,9 @@ export interface HostScaling {
   /** Coordinator CPU per run at the most hosts / at the fewest, per round and their median (reports checked on both). */
   readonly ratio: { readonly median: number; readonly perRound: number[] };
   /**
-   * At the most hosts: (CPU per run checking signatures - without) / CPU per run checking them,
-   * per round and the median: the share of the coordinator's CPU that checking reports costs.
+   * At the most hosts: (net CPU per run checking report MACs - without) / net CPU per run
+   * checking them, per round and the median: the share of the coordinator's CPU per run that
+   * checking reports costs.
    */
   readonly reportChecks: {
     readonly hosts: number;
@@ -61,7 +67,7 @@ export interface HostScaling {
     readonly perRound: number[];
     /**
      * The check alone (collector.ts `authenticate`: key lookup, HMAC, compare) over a 2 KiB report,
-     * timed in this process, and as a share of the median CPU per run checking them: the
+     * timed in this process, and as a share of the median net CPU per run checking them: the
      * side-by-side figure is within the rounds' noise (a few percent either way), this one is not.
      */
     readonly directMicrosecondsPerReport: number;
@@ -173,10 +179,12 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
     const idleBefore = await cpuSecondsOf(coord.proc.pid);
     await sleep(IDLE_MS);
     const idle = (await cpuSecondsOf(coord.proc.pid)) - idleBefore;
+    const idleRate = idle / (IDLE_MS / 1000);
     return {
       hosts,
       verifyReports,
       runs: placed,
+      coordinatorNetCpuMsPerRun: Number((((busy - idleRate * seconds) * 1000) / placed).toFixed(3)),
       seconds: Number(seconds.toFixed(2)),
       coordinatorCpuSeconds: Number(busy.toFixed(2)),
       coordinatorCpuMsPerRun: Number(((busy * 1000) / placed).toFixed(3)),
@@ -215,13 +223,14 @@ export async function measureHostScaling(redisUrl: string, self: string, hostCou
   }
   const checked = (r: HostScaling['rounds'][number]) => r.sides.filter((x) => x.verifyReports);
   const perRound = result.map((r) => Number(((checked(r).at(-1)?.coordinatorCpuMsPerRun ?? Number.NaN) / (checked(r)[0]?.coordinatorCpuMsPerRun ?? Number.NaN)).toFixed(3)));
+  // Net of idle polling: what a run costs, which is what checking its report adds to.
   const checkShare = result.map((r) => {
-    const on = r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN;
-    const off = r.sides.find((x) => x.hosts === most && !x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN;
+    const on = r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorNetCpuMsPerRun ?? Number.NaN;
+    const off = r.sides.find((x) => x.hosts === most && !x.verifyReports)?.coordinatorNetCpuMsPerRun ?? Number.NaN;
     return Number(((on - off) / on).toFixed(3));
   });
   const direct = reportCheckMicroseconds();
-  const perRunChecked = median(result.map((r) => r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorCpuMsPerRun ?? Number.NaN));
+  const perRunChecked = median(result.map((r) => r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorNetCpuMsPerRun ?? Number.NaN));
   return {
     setup:
       `${runs} no-op runs per side, placement: all (cells = runs / hosts), submitted over HTTP; a coordinator process; ` +

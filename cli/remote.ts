@@ -30,7 +30,7 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 
 const AGENT_SETTINGS = [
   'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
-  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy',
   'healthFile',
 ] as const satisfies readonly SettingName[];
 

@@ -17,6 +17,8 @@ export interface AgentsDeps {
   readonly prefix: string;
   readonly auth: AuthConfig;
   readonly enrollment?: Enrollment | undefined;
+  /** FSBENCH_MAX_BODY, which the 413 names. */
+  readonly limits: { readonly maxBody: number };
   readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
 }
 
@@ -52,7 +54,7 @@ export function agentsRouter(d: AgentsDeps): Router {
   const router = Router();
   const read = requireRead(d.auth);
   const write = requireWrite(d.auth);
-  const body = express.json({ limit: 4096, strict: true });
+  const body = express.json({ limit: d.limits.maxBody, strict: true });
   const enrollment = (): Enrollment => {
     if (!d.enrollment) throw new FsbenchError('UNAVAILABLE', 'this coordinator keeps no enrollment');
     return d.enrollment;

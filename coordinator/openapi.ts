@@ -15,6 +15,7 @@ import { RunOrder, Seed } from '../contract/schedule.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
+import { MAX_TOKENS_PER_REQUEST } from './enrollment.js';
 import { InotifyMetrics } from '../contract/workloads/inotify.js';
 import { MetadataMetrics } from '../contract/workloads/metadata.js';
 import { NoopMetrics } from '../contract/workloads/noop.js';
@@ -196,6 +197,7 @@ export function openApiDocument(version: string): JsonSchema {
         Cancelled: schema(Cancelled, 'output'),
         Run: schema(RunView, 'output'),
         Agents: schema(z.object({ hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
+        AgentKey: schema(AgentKeyView.strict(), 'output'),
         Error: {
           type: 'object',
           required: ['error'],
@@ -295,6 +297,38 @@ export function openApiDocument(version: string): JsonSchema {
         },
       },
       '/v1/agents': { get: { summary: 'Live agents with their fingerprints, and the agent keys enrolled or waiting for approval', responses: { '200': { description: '{ hosts, agents, keys, pending }', content: json(ref('Agents')) }, ...readErrors(503) } } },
+      '/v1/agents/approve': {
+        post: {
+          summary: "Enroll the waiting agent key a machine name, host id or key names, binding it to its host: its reports count from then on",
+          security: [{ bearer: [] }],
+          requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
+          responses: { '200': { description: 'the enrolled key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415, 503) },
+        },
+      },
+      '/v1/agents/tokens': {
+        post: {
+          summary: 'Make one-time enrollment tokens (shown this once; only their hash is kept)',
+          security: [{ bearer: [] }],
+          requestBody: {
+            required: true,
+            content: json({
+              type: 'object',
+              additionalProperties: false,
+              properties: {
+                count: { type: 'integer', minimum: 1, maximum: MAX_TOKENS_PER_REQUEST, description: 'default 1' },
+                ttl: { type: ['string', 'integer'], description: 'how long they stay valid, 1m to 30d (default 1h)' },
+              },
+            }),
+          },
+          responses: {
+            '201': {
+              description: 'the tokens',
+              content: json({ type: 'object', required: ['tokens', 'expiresAt'], additionalProperties: false, properties: { tokens: { type: 'array', items: { type: 'string' } }, expiresAt: { type: 'string', format: 'date-time' } } }),
+            },
+            ...writeErrors(400, 413, 415),
+          },
+        },
+      },
       '/v1/compare': {
         get: {
           summary: 'Compare two matrices, or one matrix on two machines, cell by cell',

@@ -265,8 +265,9 @@ export const SETTINGS = {
     schema: z.string().startsWith('/', 'must be an absolute path').optional(),
     default: '(none)',
     doc:
-      "A file the coordinator keeps one unused enrollment token in (a new one once it is used), mode 0640: readable by the coordinator's user and group, " +
-      'for agents of this machine to read as FSBENCH_ENROLL_TOKEN_FILE (compose.yaml: the `enroll` volume, and `group_add` for the agents).',
+      "On a coordinator: a file it keeps one unused enrollment token in (a new one once it is used), mode 0640, readable by its user and group. On an " +
+      'agent: a file it looks for a token in while it waits to be enrolled, if and when the file exists, before FSBENCH_ENROLL_TOKEN. compose.yaml gives ' +
+      'both `/enroll/token` on the `enroll` volume (and the agents the coordinator\'s group), so this machine\'s agents enroll themselves.',
   },
   url: {
     env: 'FSBENCH_URL',

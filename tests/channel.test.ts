@@ -68,8 +68,12 @@ async function noopMatrixThrough(env: Record<string, string>): Promise<{ runs: z
   const base = `http://127.0.0.1:${port}`;
   await until('the coordinator ready', async () => ((await fetch(`${base}/readyz`)).ok ? true : undefined), { ms: 30_000, everyMs: 100, retryErrors: true });
   const jobKey = path.join(dataDir, 'job-key.pub.pem');
+  // Enrolled with a one-time token over the same channel, as an agent on another machine would be.
+  const minted = await fetch(`${base}/v1/agents/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const [token = ''] = z.object({ tokens: z.array(z.string()) }).loose().parse(await minted.json()).tokens;
   const agent = fsbench(['agent'], {
     ...env,
+    FSBENCH_ENROLL_TOKEN: token,
     FSBENCH_HOST_ID: 'channel-host',
     FSBENCH_SCRATCH: await tempDir('agent'),
     FSBENCH_JOB_KEY: existsSync(jobKey) ? jobKey : SOME_JOB_KEY,

@@ -226,6 +226,9 @@ describe('the stack from compose.yaml, end to end', () => {
     expect(runs.every((r) => r.state === 'ok')).toBe(true);
     expect(new Set(runs.map((r) => r.target))).toEqual(new Set(['e2e-alpha', 'e2e-beta']));
     expect(new Set(runs.map((r) => r.machine)).size).toBe(2);
+    // Each simulated host enrolled its own key itself, with the token the coordinator keeps in the enroll volume (rewritten after each use).
+    const { keys } = z.object({ keys: z.array(z.object({ hostId: z.string(), state: z.string(), via: z.string().nullable() }).loose()) }).loose().parse(await api('GET', '/v1/agents'));
+    expect(keys.map((k) => `${k.hostId} ${k.state} ${k.via ?? ''}`).sort()).toEqual(['e2e-alpha enrolled token', 'e2e-beta enrolled token']);
   }, 240_000);
 
   it('runs sandbox-mode cells on overlay and tmpfs in containers of their own, and removes them', async () => {

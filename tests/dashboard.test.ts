@@ -6,6 +6,7 @@
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -26,6 +27,9 @@ import { Store } from '../coordinator/store.js';
 import { dashboardRouter } from '../coordinator/dashboard.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';
+import { announcementOf, loadOrCreateAgentKey } from '../agent/identity.js';
+import { Enrollment } from '../coordinator/enrollment.js';
+import { agentKeysKey } from '../queue/keys.js';
 
 const MiB = 1024 ** 2;
 
@@ -163,9 +167,20 @@ describe('dashboard in headless Chromium', () => {
     const prefix = uniquePrefix('dashboard');
     store = Store.open(':memory:');
     hub = new ProgressHub(store);
+    const signer = new JobSigner(generateKeyPairSync('ed25519').privateKey);
+    // Two agent keys: laptop's enrolled by approval, newbox's waiting.
+    const enrollment = new Enrollment({ db: store.db, redis: client, prefix, signer, log: () => undefined, reportKey: generateKeyPairSync('x25519').privateKey });
+    for (const [hostId, machine] of [['host-1', 'laptop'], ['host-2', 'newbox']] as const) {
+      const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-dashboard-key-'));
+      const identity = await loadOrCreateAgentKey(dir);
+      await rm(dir, { recursive: true, force: true });
+      await client.hset(agentKeysKey(prefix), identity.fingerprint, announcementOf(identity, hostId, machine, []));
+    }
+    await enrollment.approve('laptop');
     const coordinator = buildApp({
       store,
-      dispatcher: new Dispatcher(client, prefix, 3, 200_000, new JobSigner(generateKeyPairSync('ed25519').privateKey)),
+      dispatcher: new Dispatcher(client, prefix, 3, 200_000, signer),
+      enrollment,
       hub,
       redis: client,
       prefix,
@@ -226,6 +241,13 @@ describe('dashboard in headless Chromium', () => {
     const agent = await page().locator('section.agents tbody tr').innerText();
     expect(agent).toContain('Synthetic CPU');
     expect(agent).toContain('8MiB');
+    // The agent keys: which host is enrolled, which waits, and how to approve it.
+    const keys = await page().locator('section.agent-keys tbody tr').allInnerTexts();
+    expect(keys).toHaveLength(2);
+    expect(keys.find((k) => k.includes('laptop'))).toContain('enrolled (approval)');
+    expect(keys.find((k) => k.includes('newbox'))).toContain('waiting for approval');
+    expect(await page().locator('section.agent-keys h2').innerText()).toBe('Agent keys (1 enrolled, 1 waiting)');
+    expect(await page().locator('section.agent-keys p').innerText()).toContain('fsbench agents approve');
     expect(problems()).toEqual([]);
   });
 

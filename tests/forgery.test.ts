@@ -39,8 +39,7 @@ async function dropped(url: string, reason: string): Promise<number> {
 /** An agent key enrolled for `hostId`, as a host the coordinator trusts would hold it, with the secret its reports carry the MAC of. */
 async function enrolledForger(prefix: string, dir: string, hostId: string): Promise<Forger> {
   const stateDir = path.join(dir, `state-${hostId}`);
-  await preEnroll(cluster.redis().url, prefix, cluster.jobPrivateKey, stateDir, hostId, hostId);
-  const identity = await loadOrCreateAgentKey(stateDir);
+  const { identity } = await preEnroll(cluster.redis().url, prefix, cluster.jobPrivateKey, stateDir, hostId, hostId);
   const redis = redisClient();
   const verifier = new JobSigner(createPrivateKey(cluster.jobPrivateKey)).verifier;
   const theirs = await until('the coordinator to publish its report key', async () => (await coordinatorReportKey(redis, prefix, verifier)) ?? undefined);

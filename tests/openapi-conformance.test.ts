@@ -6,7 +6,11 @@
  * type the document does not list fails, and so does a JSON body or a documented header that
  * does not match its schema. Every operation of the document must be exercised.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
@@ -17,6 +21,8 @@ import { Store, type StoredRun } from '../coordinator/store.js';
 import { startRedis } from './fixtures/redis-server.js';
 import { syntheticRunStream, syntheticRuns } from './fixtures/synthetic.js';
 import { useCluster, type Cluster } from './helpers/cluster.js';
+import { announcementOf, loadOrCreateAgentKey } from '../agent/identity.js';
+import { agentKeysKey } from '../queue/keys.js';
 
 const cluster = useCluster('openapi');
 const TOKEN = 'openapi-test-token-0123456789';
@@ -263,6 +269,36 @@ describe('the OpenAPI document', () => {
     await exchange(conf, base, '/v1/agents', 403, { headers: rebound });
     await agent.stop();
 
+    // Enrollment: three keys announced (two on one machine name), one approved, tokens made.
+    const redis = new Redis(cluster.redis().url);
+    try {
+      for (const [hostId, machine] of [['twin-1', 'twin'], ['twin-2', 'twin'], ['solo-1', 'solo']] as const) {
+        const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-conf-key-'));
+        cluster.cleanup(() => rm(dir, { recursive: true, force: true }));
+        const identity = await loadOrCreateAgentKey(dir);
+        await redis.hset(agentKeysKey(open.prefix), identity.fingerprint, announcementOf(identity, hostId, machine, []));
+      }
+    } finally {
+      redis.disconnect();
+    }
+    const approve = (body: string, status: number, headers: Record<string, string> = jsonType) =>
+      exchange(conf, base, '/v1/agents/approve', status, { method: 'POST', headers, body });
+    await approve(JSON.stringify({ agent: 'solo' }), 200);
+    await approve(JSON.stringify({ agent: 'twin' }), 409);
+    await approve(JSON.stringify({ agent: 'nobody' }), 404);
+    await approve(JSON.stringify({ name: 'solo' }), 400);
+    await approve(JSON.stringify({ agent: 'x'.repeat(100_000) }), 413);
+    await approve('agent=solo', 415, { 'content-type': 'application/x-www-form-urlencoded' });
+    await approve(JSON.stringify({ agent: 'twin' }), 403, { ...jsonType, 'x-forwarded-proto': 'https' });
+    const minted = await exchange(conf, base, '/v1/agents/tokens', 201, { method: 'POST', headers: jsonType, body: JSON.stringify({ count: 2, ttl: '10m' }) });
+    expect(z.object({ tokens: z.array(z.string()) }).loose().parse(JSON.parse(minted.body)).tokens).toHaveLength(2);
+    await exchange(conf, base, '/v1/agents/tokens', 400, { method: 'POST', headers: jsonType, body: JSON.stringify({ count: 0 }) });
+    await exchange(conf, base, '/v1/agents/tokens', 413, { method: 'POST', headers: jsonType, body: JSON.stringify({ ttl: 'x'.repeat(100_000) }) });
+    await exchange(conf, base, '/v1/agents/tokens', 415, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' });
+    await exchange(conf, base, '/v1/agents/tokens', 403, { method: 'POST', headers: { ...jsonType, via: '1.1 proxy' }, body: '{}' });
+    const keys = z.object({ keys: z.array(z.object({ machine: z.string(), state: z.string() }).loose()) }).loose().parse(JSON.parse((await exchange(conf, base, '/v1/agents', 200)).body)).keys;
+    expect(keys.map((k) => `${k.machine} ${k.state}`).sort()).toEqual(['openapi-machine enrolled', 'solo enrolled', 'twin pending', 'twin pending']);
+
     // Submissions.
     const submitted = await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, 'idempotency-key': 'conf-1' }, body: matrixJson() });
     const { id } = Id.parse(JSON.parse(submitted.body));
@@ -401,7 +437,8 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });
   }
-  for (const [method, target, type] of [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}]] as const) {
+  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
+  for (const [method, target, type] of writes) {
     await exchange(conf, base, target, 401, { method, headers: type, body: method === 'DELETE' ? undefined : '{}' });
     await exchange(conf, base, target, 403, { method, headers: { ...type, ...wrong }, body: method === 'DELETE' ? undefined : '{}' });
   }
@@ -414,6 +451,8 @@ async function limitAnswers(conf: Conformance): Promise<void> {
   await exchange(conf, limited.url, '/v1/matrices', 429, { method: 'POST', headers: jsonType, body: matrixJson() });
   await exchange(conf, limited.url, '/v1/results', 429, { method: 'POST', headers: ndjsonType, body: uploadBody('x') });
   await exchange(conf, limited.url, `/v1/matrices/${id}`, 429, { method: 'DELETE' });
+  await exchange(conf, limited.url, '/v1/agents/approve', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
+  await exchange(conf, limited.url, '/v1/agents/tokens', 429, { method: 'POST', headers: jsonType, body: '{}' });
 
   const full = await cluster.coordinator({ maxQueued: 1 });
   await exchange(conf, full.url, '/v1/matrices', 503, { method: 'POST', headers: jsonType, body: matrixJson({ params: { value: [1, 2] } }) });
@@ -432,6 +471,7 @@ async function redisAwayAnswers(conf: Conformance, c: Cluster): Promise<void> {
         exchange(conf, coordinator.url, '/readyz', 503),
         exchange(conf, coordinator.url, '/v1/agents', 503),
         exchange(conf, coordinator.url, `/v1/matrices/${id}`, 503, { method: 'DELETE' }),
+        exchange(conf, coordinator.url, '/v1/agents/approve', 503, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'someone' }) }),
       ]);
     } finally {
       await redis.startServer();

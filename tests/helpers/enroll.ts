@@ -8,7 +8,7 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { loadOrCreateAgentKey } from '../../agent/identity.js';
+import { hostStateDir, loadOrCreateAgentKey, type AgentIdentity } from '../../agent/identity.js';
 import type { Approval, ApprovalEntry } from '../../queue/enrollment.js';
 import { agentApprovalsKey } from '../../queue/keys.js';
 import { JobSigner } from '../../queue/signing.js';
@@ -16,12 +16,14 @@ import { JobSigner } from '../../queue/signing.js';
 export interface PreEnrolled {
   readonly stateDir: string;
   readonly key: string;
+  readonly identity: AgentIdentity;
 }
 
 /** `jobPrivateKey`: the coordinator's private job key (PEM or KeyObject). */
 export async function preEnroll(redisUrl: string, prefix: string, jobPrivateKey: string | KeyObject, stateDir: string, hostId: string, machine: string): Promise<PreEnrolled> {
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const identity = await loadOrCreateAgentKey(stateDir);
+  const dir = hostStateDir(stateDir, hostId);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const identity = await loadOrCreateAgentKey(dir);
   const signer = new JobSigner(typeof jobPrivateKey === 'string' ? createPrivateKey(jobPrivateKey) : jobPrivateKey);
   const approval: Approval = { key: identity.fingerprint, publicKey: identity.publicKeyPem, reportKey: identity.reportKeyPem, hostId, machine };
   const entry: ApprovalEntry = { approval, signature: signer.signApproval(approval) };
@@ -32,5 +34,5 @@ export async function preEnroll(redisUrl: string, prefix: string, jobPrivateKey:
   } finally {
     redis.disconnect();
   }
-  return { stateDir: path.resolve(stateDir), key: identity.fingerprint };
+  return { stateDir: path.resolve(stateDir), key: identity.fingerprint, identity };
 }
