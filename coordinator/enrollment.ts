@@ -92,20 +92,21 @@ export class Enrollment {
   }
 
   private remember(row: KeyRow): void {
-    let theirs: KeyObject;
+    // A key whose report key is not X25519 (a row edited by hand) cannot report: left out, never a crash at start.
     try {
-      theirs = createPublicKey(row.report_key);
+      const theirs = createPublicKey(row.report_key);
+      if (theirs.asymmetricKeyType !== 'x25519') return;
+      this.byKey.set(row.key, {
+        key: row.key,
+        publicKey: createPublicKey(row.public_key),
+        reportKeyPem: row.report_key,
+        hostId: row.host_id,
+        machine: row.machine,
+        macKey: reportMacKey(this.deps.reportKey, theirs, row.key, row.host_id),
+      });
     } catch {
       return;
     }
-    this.byKey.set(row.key, {
-      key: row.key,
-      publicKey: createPublicKey(row.public_key),
-      reportKeyPem: row.report_key,
-      hostId: row.host_id,
-      machine: row.machine,
-      macKey: reportMacKey(this.deps.reportKey, theirs, row.key, row.host_id),
-    });
   }
 
   /** The enrolled key with this fingerprint, or undefined. */
@@ -160,6 +161,13 @@ export class Enrollment {
       this.deps.redis.hgetall(agentKeysKey(this.deps.prefix)),
       this.deps.redis.hgetall(agentApprovalsKey(this.deps.prefix)),
     ]);
+    // An approval Redis lost (restarted empty, or a write that failed): written again.
+    const missing = [...this.byKey.values()].filter((k) => approvals[k.key] === undefined);
+    if (missing.length > 0) {
+      const pipe = this.deps.redis.pipeline();
+      for (const k of missing) pipe.hset(agentApprovalsKey(this.deps.prefix), k.key, this.approvalOf(k));
+      await pipe.exec();
+    }
     for (const [key, raw] of Object.entries(approvals)) {
       if (this.byKey.has(key)) continue;
       const entry = parseJson(ApprovalEntry, raw);
@@ -201,6 +209,11 @@ export class Enrollment {
       return null;
     }
     if (publicKey.asymmetricKeyType !== 'ed25519' || keyFingerprint(publicKey) !== key) return null;
+    try {
+      if (createPublicKey(body.reportKey).asymmetricKeyType !== 'x25519') return null;
+    } catch {
+      return null;
+    }
     return verifyText(publicKey, 'announcement', entry.body, entry.signature) ? body : null;
   }
 
