@@ -12,6 +12,7 @@ import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
 import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from '../coordinator/client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
+import { formatReadableDuration } from '../report/format.js';
 import { loadSettings, settingOptions, type SettingName } from '../settings/index.js';
 
 /** The client commands' lines; the services log through their structured logger instead. */
@@ -61,7 +62,7 @@ const Progress = z.object({
 });
 type Progress = z.infer<typeof Progress>;
 
-const Submitted = z.object({ id: z.string(), name: z.string(), cells: z.number(), runs: z.number(), estimatedDuration: z.string(), warnings: z.array(z.string()).optional() }).loose();
+const Submitted = z.object({ id: z.string(), name: z.string(), cells: z.number(), runs: z.number(), estimatedDurationMs: z.number(), warnings: z.array(z.string()).optional() }).loose();
 
 const clock = (ms: number) => {
   const s = Math.round(ms / 1000);
@@ -175,7 +176,7 @@ export function registerRemoteCommands(program: Command): void {
       const res = await client.fetch('POST', '/v1/matrices', { body: text, contentType: 'application/yaml' });
       const m = Submitted.parse(await res.json());
       process.stdout.write(`${m.id}\n`);
-      log(`submitted ${m.name} as ${m.id}: ${m.cells} cells, ${m.runs} runs, about ${m.estimatedDuration}`);
+      log(`submitted ${m.name} as ${m.id}: ${m.cells} cells, ${m.runs} runs, about ${formatReadableDuration(m.estimatedDurationMs)}`);
       for (const w of m.warnings ?? []) log(`warning: ${w}`);
       if (opts['wait'] !== true) return;
       const final = await waitFor(client, m.id);

@@ -66,6 +66,20 @@ export interface SideStats {
   readonly noise: readonly string[];
 }
 
+/**
+ * Why a row's delta cannot be trusted, typed so that renderers and the report's notes read the
+ * kind and never the English: `no-result` (a side has no ok run: its problem), `noisy` (a side
+ * too noisy to conclude), `untestable` (too few runs for the Mann-Whitney test to reach alpha).
+ */
+export const COMPARE_WARNING_KINDS = ['no-result', 'noisy', 'untestable'] as const;
+export type CompareWarningKind = (typeof COMPARE_WARNING_KINDS)[number];
+export interface CompareWarning {
+  readonly kind: CompareWarningKind;
+  /** The side it is about; null when it is about both (the test). */
+  readonly side: 'baseline' | 'candidate' | null;
+  readonly text: string;
+}
+
 /** better/worse: significant, in the metric's direction; changed: significant, no better direction. */
 export type Verdict = 'better' | 'worse' | 'changed' | '~' | 'n/a';
 
@@ -88,8 +102,8 @@ export interface CompareRow {
   readonly pValue: number | null;
   readonly significant: boolean;
   readonly verdict: Verdict;
-  /** Either side too noisy to conclude, or too few runs for the test to reach alpha. */
-  readonly warnings: readonly string[];
+  /** Either side without a result or too noisy to conclude, or too few runs for the test to reach alpha. */
+  readonly warnings: readonly CompareWarning[];
 }
 
 export interface MetricSummary {
@@ -249,9 +263,9 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
       const cand = sideStats(y.metrics[metric]);
       const xs = x.samples?.[metric];
       const ys = y.samples?.[metric];
-      const warnings: string[] = [];
-      if (x.problem && !base) warnings.push(`baseline: ${x.problem}`);
-      if (y.problem && !cand) warnings.push(`candidate: ${y.problem}`);
+      const warnings: CompareWarning[] = [];
+      if (x.problem && !base) warnings.push({ kind: 'no-result', side: 'baseline', text: `baseline: ${x.problem}` });
+      if (y.problem && !cand) warnings.push({ kind: 'no-result', side: 'candidate', text: `candidate: ${y.problem}` });
       let ratio: number | null = null;
       let delta: number | null = null;
       let ci: RatioInterval | null = null;
@@ -261,11 +275,11 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         ratio = delta === null ? null : cand.median / base.median;
         ci = ratioConfidenceInterval(xs, ys, level);
         p = mannWhitneyU(xs, ys).pValue;
-        if (base.noisy) warnings.push(`baseline too noisy to conclude: ${base.noise.join('; ')}`);
-        if (cand.noisy) warnings.push(`candidate too noisy to conclude: ${cand.noise.join('; ')}`);
+        if (base.noisy) warnings.push({ kind: 'noisy', side: 'baseline', text: `baseline too noisy to conclude: ${base.noise.join('; ')}` });
+        if (cand.noisy) warnings.push({ kind: 'noisy', side: 'candidate', text: `candidate too noisy to conclude: ${cand.noise.join('; ')}` });
         if (smallestPossiblePValue(xs.length, ys.length) >= alpha) {
           untestable = true;
-          warnings.push(`${xs.length} vs ${ys.length} runs cannot reach p < ${alpha}`);
+          warnings.push({ kind: 'untestable', side: null, text: `${xs.length} vs ${ys.length} runs cannot reach p < ${alpha}` });
         }
       }
       const significant = p !== null && p < alpha;
@@ -328,7 +342,7 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
   if (untestable) {
     notes.push(`some cells have too few runs for the Mann-Whitney test to reach p < ${alpha} at all (3 vs 3 runs: p >= 0.1); run at least 5 repetitions`);
   }
-  if (rows.some((r) => r.warnings.some((w) => w.includes('too noisy')))) {
+  if (rows.some((r) => r.warnings.some((w) => w.kind === 'noisy'))) {
     notes.push('cells marked ! are too noisy to conclude (high CV or too few runs): treat their deltas as unconfirmed');
   }
 

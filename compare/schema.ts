@@ -7,7 +7,7 @@ import { CellParams } from '../contract/matrix.js';
 import { DIRECTIONS } from '../contract/metrics.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import type { Mutable, Same } from '../report/schema.js';
-import type { CompareReport } from './compare.js';
+import { COMPARE_WARNING_KINDS, type CompareReport } from './compare.js';
 
 const direction = z.enum(DIRECTIONS);
 
@@ -63,7 +63,9 @@ export const CompareReportSchema = z
         pValue: z.number().nullable().describe('two-sided Mann-Whitney U'),
         significant: z.boolean(),
         verdict: z.enum(['better', 'worse', 'changed', '~', 'n/a']),
-        warnings: z.array(z.string()),
+        warnings: z
+          .array(z.object({ kind: z.enum(COMPARE_WARNING_KINDS), side: z.enum(['baseline', 'candidate']).nullable(), text: z.string() }))
+          .describe('why the delta cannot be trusted: a side without a result, a side too noisy, too few runs for the test'),
       }),
     ),
     summary: z.array(

@@ -21,7 +21,7 @@ export function deltaText(r: CompareRow): string {
 
 /** `!` marks a cell too noisy to conclude; better/worse only when significant and the metric has a direction. */
 export function flagText(r: CompareRow): string {
-  const noisy = r.warnings.some((w) => w.includes('too noisy') || w.includes('cannot reach'));
+  const noisy = r.warnings.some((w) => w.kind === 'noisy' || w.kind === 'untestable');
   const verdict = r.verdict === 'better' || r.verdict === 'worse' ? r.verdict : '';
   return [verdict, noisy ? '!' : ''].filter((s) => s !== '').join(' ');
 }
@@ -80,7 +80,7 @@ export function compareCsv(report: CompareReport): CsvTable {
     rows: report.rows.map((r) => [
       r.metric, r.direction, r.workload, r.label, JSON.stringify(r.params), r.baselineMachine, r.candidateMachine,
       r.baseline?.n, r.baseline?.median, r.baseline?.cv, r.candidate?.n, r.candidate?.median, r.candidate?.cv,
-      r.deltaPct, r.ratio, r.ci?.low, r.ci?.high, r.ci?.level, r.pValue, r.significant, r.verdict, r.warnings.join('; '),
+      r.deltaPct, r.ratio, r.ci?.low, r.ci?.high, r.ci?.level, r.pValue, r.significant, r.verdict, r.warnings.map((w) => w.text).join('; '),
     ]),
   };
 }

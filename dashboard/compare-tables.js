@@ -63,7 +63,7 @@ export function compareTables(report) {
               deltaCell(r),
               h('td', { class: 'num' }, formatInterval(r.ci?.low, r.ci?.high, formatRatio)),
               h('td', { class: 'num' }, formatPValue(r.pValue)),
-              h('td', { class: 'warnings' }, r.warnings.join('; ')),
+              h('td', { class: 'warnings' }, r.warnings.map((w) => w.text).join('; ')),
             ),
           ),
         ),

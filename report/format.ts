@@ -66,3 +66,20 @@ export function formatInterval(low: number | null | undefined, high: number | nu
   if (low === null || low === undefined || high === null || high === undefined) return '';
   return `${format(low)}..${format(high)}`;
 }
+
+/**
+ * A duration as a person reads an estimate: 850 ms, 42 s, 29 min, 2 h 05 min, 3 d 4 h. Rounded to
+ * the unit shown: an estimate is never more exact than that. (contract/units.ts formatDuration
+ * is the exact spelling a matrix file accepts back; this one is for reading.)
+ */
+export function formatReadableDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return 'n/a';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const min = Math.round(ms / 60_000);
+  if (min < 60) return `${min} min`;
+  if (min < 24 * 60) return `${Math.floor(min / 60)} h ${String(min % 60).padStart(2, '0')} min`;
+  const h = Math.round(ms / 3_600_000);
+  return `${Math.floor(h / 24)} d${h % 24 === 0 ? '' : ` ${h % 24} h`}`;
+}

@@ -110,7 +110,7 @@ describe('compareRunSets', () => {
     );
     expect(report.rows).toHaveLength(6);
     expect(report.rows.every((r) => r.verdict === '~' && r.pValue === 0.1)).toBe(true);
-    expect(report.rows[0]?.warnings.join(' ')).toContain('3 vs 3 runs cannot reach p < 0.05');
+    expect(report.rows[0]?.warnings).toContainEqual({ kind: 'untestable', side: null, text: '3 vs 3 runs cannot reach p < 0.05' });
     expect(report.notes.join(' ')).toContain('run at least 5 repetitions');
   });
 
