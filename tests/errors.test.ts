@@ -38,7 +38,7 @@ const noop = (extra: Record<string, unknown> = {}) =>
   JSON.stringify({ name: 'errors-test', workload: 'noop', repetitions: 1, warmup: 0, params: { value: 1 }, ...extra });
 
 describe('the catalog', () => {
-  it('gives every code an error status, a documented exit code and a meaning, in both README tables', () => {
+  it('gives every code an error status, a documented exit code and a meaning, in both tables of docs/reference.md', () => {
     const table = errorCodesMarkdown();
     for (const code of ERROR_CODE_LIST) {
       const e = ERRORS[code];
