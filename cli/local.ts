@@ -146,7 +146,7 @@ function precisionLine(matrix: Matrix, outcomes: readonly CellOutcome[]): string
   ].join('');
 }
 
-/** The parameter tables of every workload, as Markdown: the README embeds this output. */
+/** The parameter tables of every workload, as Markdown: docs/reference.md embeds this output. */
 export function paramsMarkdown(): string {
   return WORKLOAD_NAMES.map((w) => {
     const rows = Object.entries(WORKLOADS[w].params).map(

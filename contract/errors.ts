@@ -23,7 +23,7 @@ interface ErrorSpec {
   /** The HTTP status of an API answer with this code. */
   readonly status: number;
   readonly exit: Exclude<ExitCode, 0>;
-  /** One line for the README's table: what happened, and where to look. */
+  /** One line for docs/reference.md's table: what happened, and where to look. */
   readonly doc: string;
 }
 
@@ -137,13 +137,13 @@ export function toFsbenchError(err: unknown, fallback: ErrorCode = 'INTERNAL'): 
   return new FsbenchError(fallback, message);
 }
 
-/** The README's table of error codes, generated so that it cannot drift from the catalog. */
+/** docs/reference.md's table of error codes, generated so that it cannot drift from the catalog. */
 export function errorCodesMarkdown(): string {
   const rows = Object.entries(ERRORS).map(([code, e]) => `| \`${code}\` | ${e.status} | ${e.exit} | ${e.doc} |`);
   return ['| code | HTTP status | exit code | meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
 
-/** The README's table of exit codes. */
+/** docs/reference.md's table of exit codes. */
 export function exitCodesMarkdown(): string {
   const rows = Object.entries(EXIT_CODES).map(([exit, meaning]) => `| ${exit} | ${meaning} |`);
   return ['| exit code | meaning |', '|---|---|', ...rows].join('\n');

@@ -1,7 +1,7 @@
 /**
  * What each metric is, declared once beside its workload's metric schema: its unit, which way
  * is better, and what it means. Statistics, compare, the exporters, the dashboard, `fsbench
- * params` and the README's metric tables all read it here, so "is more overflows worse?" is
+ * params` and docs/reference.md's metric tables all read it here, so "is more overflows worse?" is
  * answered in one place rather than guessed from a metric's name.
  */
 

@@ -1,6 +1,6 @@
 /**
  * Parameter specifications: the one place where each matrix parameter's type, range, default
- * and documentation live. Validation messages, the README's parameter tables
+ * and documentation live. Validation messages, docs/reference.md's parameter tables
  * (`fsbench params --md`) and the coordinator's checks are all derived from these.
  */
 import { formatDuration, formatSize, parseDuration, parseSize } from './units.js';

@@ -208,7 +208,7 @@ export function openApiDocument(version: string): JsonSchema {
               required: ['code', 'message'],
               additionalProperties: false,
               properties: {
-                code: { enum: ERROR_CODE_LIST, description: 'stable; the README lists each with its HTTP status and CLI exit code' },
+                code: { enum: ERROR_CODE_LIST, description: 'stable; docs/reference.md lists each with its HTTP status and CLI exit code' },
                 message: { type: 'string' },
                 issues: {
                   type: 'array',

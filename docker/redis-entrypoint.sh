@@ -40,10 +40,10 @@ if [ -n "$password" ]; then
 fi
 plain=${FSBENCH_REDIS_PUBLISH:-127.0.0.1:6379}
 if ! on_loopback "$plain"; then
-  die "Redis's plain port would be published on $plain, beyond this machine, where its password and every job cross the network unencrypted: publish it on loopback only (FSBENCH_REDIS_PUBLISH=127.0.0.1:6379) and give agents on other machines the TLS port, with REDIS_PASSWORD (docker compose -f compose.yaml -f compose.redis-tls.yaml; README: Two machines, with credentials and TLS)"
+  die "Redis's plain port would be published on $plain, beyond this machine, where its password and every job cross the network unencrypted: publish it on loopback only (FSBENCH_REDIS_PUBLISH=127.0.0.1:6379) and give agents on other machines the TLS port, with REDIS_PASSWORD (docker compose -f compose.yaml -f compose.redis-tls.yaml; docs/deployment.md: Two machines, with credentials and TLS)"
 fi
 if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ] && [ -z "$password" ] && ! on_loopback "${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}"; then
-  die "Redis's TLS port would be published on ${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}, beyond this machine, without REDIS_PASSWORD: whoever reaches it could make every agent run jobs as root. Set REDIS_PASSWORD (export REDIS_PASSWORD=\$(openssl rand -hex 24)) and give it to the agents on other machines (README: Two machines, with credentials and TLS)"
+  die "Redis's TLS port would be published on ${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}, beyond this machine, without REDIS_PASSWORD: whoever reaches it could make every agent run jobs as root. Set REDIS_PASSWORD (export REDIS_PASSWORD=\$(openssl rand -hex 24)) and give it to the agents on other machines (docs/deployment.md: Two machines, with credentials and TLS)"
 fi
 
 [ "$(id -u)" = 0 ] ||
@@ -82,7 +82,7 @@ tls=''
 if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ]; then
   for f in ca.crt redis.crt redis.key; do
     # shellcheck disable=SC2086
-    $as_redis test -r "$FSBENCH_REDIS_TLS_DIR/$f" || die "$FSBENCH_REDIS_TLS_DIR/$f is missing or unreadable for the redis user (uid $(id -u redis)): see README, Two machines"
+    $as_redis test -r "$FSBENCH_REDIS_TLS_DIR/$f" || die "$FSBENCH_REDIS_TLS_DIR/$f is missing or unreadable for the redis user (uid $(id -u redis)): see docs/deployment.md, Two machines"
   done
   tls="--tls-port 6380 --tls-cert-file $FSBENCH_REDIS_TLS_DIR/redis.crt --tls-key-file $FSBENCH_REDIS_TLS_DIR/redis.key --tls-ca-cert-file $FSBENCH_REDIS_TLS_DIR/ca.crt --tls-auth-clients optional"
 fi

@@ -3,7 +3,7 @@
  * scratch files. Each change is written down (and fsynced) *before* it is made, so whatever
  * kills a run, the next start of fsbench on this host finds the entries and undoes them.
  *
- * Who may be trusted, and when (see README "The host journal"):
+ * Who may be trusted, and when (see docs/operating.md, "The host journal"):
  * - the journal and scratch directories are checked at open (host/safe-dir.ts): only root (or
  *   the user fsbench runs as) can write in them, so an entry or a registered root found there
  *   was written by an fsbench of this host, never planted by another local user;

@@ -2,7 +2,7 @@
 // <root>/dir.NNN/file.NNN, timed from the first syscall of the phase to the last, and one JSON
 // line on stdout. Node spawns it once per phase and drops caches in between; the loop is native
 // because Node's fs API adds several microseconds per file, as much as the syscalls themselves
-// on warm caches (README: "Node or native").
+// on warm caches (docs/workloads.md: "Native, measured").
 //
 // Usage: metadata <phase> --root DIR --dirs N --files N --file-size BYTES --parent PID
 //                 [--fsync none|end|file|dir]

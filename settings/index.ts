@@ -1,6 +1,6 @@
 /**
  * Every process setting, in one table: its environment variable, its CLI flag, its default and
- * its documentation. `fsbench settings --md` prints this table for the README. A missing or
+ * its documentation. `fsbench settings --md` prints this table for docs/reference.md. A missing or
  * malformed setting stops the process at start with one line naming it.
  */
 import { closeSync, openSync, readSync } from 'node:fs';
@@ -605,7 +605,7 @@ export function settingOptions(name: SettingName): { readonly flags: string; rea
   return [main, { flags: `${fileFlagOf(s)} <path>`, description: `a file holding ${s.env}'s value [${s.env}_FILE]` }];
 }
 
-/** The settings table as Markdown, for the README. */
+/** The settings table as Markdown, for docs/reference.md. */
 export function settingsMarkdown(): string {
   const rows = Object.values(SETTINGS).map((s: Setting<z.ZodType>) =>
     s.secret === true
