@@ -2,7 +2,10 @@
  * The coordinator's database (better-sqlite3): matrices, their cells, and every completed run,
  * stored exactly once under PRIMARY KEY (matrix, cell, target, repetition). `target` is the host
  * a run was placed on (`all`, `{labels}`), or `any`: a retried `any` run that lands on another
- * machine is still the same run. This module owns the schema; nothing else writes SQL.
+ * machine is still the same run. This module owns the matrices, cells, runs, fingerprints and
+ * stream cursors; two others own a table each on the same database and write only there:
+ * plans.ts (how many runs a cell under `repetitions: auto` gets) and enrollment.ts (agent keys
+ * and enrollment tokens).
  */
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -11,7 +14,7 @@ import { z } from 'zod';
 import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
 import { CellPlans } from './plans.js';
-import { toRow, type RunRow, type StoredRun } from './run-rows.js';
+import { TargetInfo, toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';
 
@@ -21,8 +24,8 @@ export type AggregatedRow = Pick<RunRow, 'cell_id' | 'machine' | 'state' | 'para
 export const MATRIX_STATES = ['queued', 'running', 'done', 'cancelled'] as const;
 export type MatrixState = (typeof MATRIX_STATES)[number];
 
-export const TargetInfo = z.object({ target: z.string(), machine: z.string().nullable() }).strict();
-export type TargetInfo = z.infer<typeof TargetInfo>;
+/** A matrix's targets (run-rows.ts), re-exported for the modules that read matrices. */
+export { TargetInfo };
 
 export interface MatrixRecord {
   readonly id: string;
