@@ -175,7 +175,12 @@ export const MachineFingerprint = z
         l1dBytes: bytes.nullable(),
         l2Bytes: bytes.nullable(),
         l3Bytes: bytes.nullable(),
-        /** Where the three sizes above came from: the kernel's topology, or glibc's sysconf where sysfs has nothing. */
+        /**
+         * Where the three sizes above came from: the kernel's topology, or null where it lists no
+         * caches (the sizes are then null too). `sysconf` is glibc's unverified figure, which
+         * fingerprints recorded before this took where sysfs had nothing; reports say so where a
+         * knee is judged against it.
+         */
         cacheSource: z.enum(['sysfs', 'sysconf']).nullable().default(null),
         caches: z.array(CacheInfo).max(16).default([]),
       })

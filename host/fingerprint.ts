@@ -2,21 +2,20 @@
  * Collects the machine fingerprint recorded with every run. Every value read from /proc, /sys or
  * a native probe is parsed, and a value that cannot be read is null rather than guessed.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { z } from 'zod';
 import { CacheInfo, InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
 import { readHostFacts } from './facts.js';
 import { readBootId } from './kernel.js';
-import { nativeProgram, PACKAGE_ROOT } from './native.js';
+import { PACKAGE_ROOT } from './native.js';
 
-const exec = promisify(execFile);
-
-/** What `probe sysinfo` prints: cache sizes from sysconf (null where the CPU does not say). */
+/**
+ * What `probe sysinfo` prints: cache sizes from sysconf (null where the CPU does not say). Not
+ * used for the fingerprint: see cpuCaches.
+ */
 export const SysInfo = z
   .object({
     l1dBytes: z.number().int().nonnegative().nullable(),
@@ -108,13 +107,21 @@ function cacheBytes(caches: readonly CacheInfo[], level: number): number | null 
   return caches.find((c) => c.level === level && c.type !== 'Instruction')?.bytes ?? null;
 }
 
-async function sysInfo(): Promise<z.infer<typeof SysInfo> | null> {
-  try {
-    const { stdout } = await exec(nativeProgram('probe'), ['sysinfo']);
-    return SysInfo.parse(JSON.parse(stdout));
-  } catch {
-    return null;
-  }
+/**
+ * The fingerprint's cache fields, from the kernel's topology under `dir` only. Where sysfs lists
+ * no caches the sizes are unknown (null, cacheSource null): glibc's sysconf still answers there,
+ * but from CPUID leaves a hypervisor fills as it likes (an L3 of 508 MiB on a 2-vCPU VM whose
+ * twin shows 32 MiB in sysfs), and a knee judged against that would be judged against a guess.
+ */
+export async function cpuCaches(dir = CPU0_CACHES): Promise<Pick<MachineFingerprint['cpu'], 'l1dBytes' | 'l2Bytes' | 'l3Bytes' | 'cacheSource' | 'caches'>> {
+  const caches = await readCaches(dir);
+  return {
+    l1dBytes: cacheBytes(caches, 1),
+    l2Bytes: cacheBytes(caches, 2),
+    l3Bytes: cacheBytes(caches, 3),
+    cacheSource: caches.length > 0 ? 'sysfs' : null,
+    caches,
+  };
 }
 
 export interface Identity {
@@ -137,8 +144,6 @@ export async function collectFingerprint(identity: Identity = {}, scratchDir?: s
   const cpus = os.cpus();
   const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
   const bootId = await readBootId();
-  const info = await sysInfo();
-  const caches = await readCaches();
   const hostname = os.hostname();
   return MachineFingerprint.parse({
     hostname,
@@ -150,12 +155,7 @@ export async function collectFingerprint(identity: Identity = {}, scratchDir?: s
       model: cpus[0]?.model.trim() ?? 'unknown',
       logicalCores: Math.max(1, cpus.length),
       physicalCores: physicalCores(cpuinfo),
-      // sysconf only where sysfs has nothing.
-      l1dBytes: cacheBytes(caches, 1) ?? info?.l1dBytes ?? null,
-      l2Bytes: cacheBytes(caches, 2) ?? info?.l2Bytes ?? null,
-      l3Bytes: cacheBytes(caches, 3) ?? info?.l3Bytes ?? null,
-      cacheSource: caches.length > 0 ? 'sysfs' : info === null ? null : 'sysconf',
-      caches,
+      ...(await cpuCaches()),
     },
     memoryBytes: os.totalmem(),
     container: { inContainer: containerRuntime() !== null, runtime: containerRuntime() },

@@ -6,6 +6,7 @@
 import { describeCell } from '../contract/matrix.js';
 import { metricDoc, WORKLOADS } from '../contract/workloads/index.js';
 import { findKnee, type SweepPoint } from '../stats/knee.js';
+import { formatSize } from './format.js';
 import type { CellReport, KneeReport, MachineReport } from './model.js';
 
 /**
@@ -14,6 +15,21 @@ import type { CellReport, KneeReport, MachineReport } from './model.js';
  */
 const MIN_POINTS = 4;
 
+/**
+ * What a knee's L3 cannot tell, said beside it. A size only glibc's sysconf gave (fingerprints
+ * recorded before unknown sizes were left null) comes from CPUID leaves a hypervisor fills as it
+ * likes: 508 MiB on a 2-vCPU VM whose twin's kernel says 32 MiB. `known`: a fingerprint says
+ * where the sizes came from, so a missing L3 is the machine's silence, not a missing record.
+ */
+export function kneeNote(k: Pick<KneeReport, 'machine' | 'knee' | 'l3Bytes' | 'cacheSource'>, known: boolean): string | null {
+  if (k.knee === null || !known) return null;
+  if (k.l3Bytes !== null && k.cacheSource === 'sysconf') {
+    return `knee/L3 is judged against an L3 of ${formatSize(k.l3Bytes)} that only glibc's sysconf reports: the kernel of ${k.machine} lists no cache topology, so that size is an unverified guess.`;
+  }
+  if (k.l3Bytes === null) return `${k.machine} reports no L3 size (its kernel lists no cache topology): the knee is not compared with a cache.`;
+  return null;
+}
+
 export function sweepKnees(
   cells: readonly Omit<CellReport, 'notes'>[],
   machines: readonly MachineReport[],
@@ -21,6 +37,7 @@ export function sweepKnees(
 ): KneeReport[] {
   const out: KneeReport[] = [];
   const caches = new Map(machines.map((m) => [m.machine, m.caches]));
+  const sources = new Map(machines.flatMap((m) => (m.fingerprint ? [[m.machine, m.fingerprint.cpu.cacheSource] as const] : [])));
   for (const workload of new Set(cells.map((c) => c.workload))) {
     for (const { param, metric } of WORKLOADS[workload].sweeps) {
       const direction = metricDoc(workload, metric)?.direction;
@@ -41,7 +58,9 @@ export function sweepKnees(
         const sorted = [...points].sort((a, b) => a.x - b.x);
         const knee = findKnee(sorted, { higherIsBetter: direction === 'higher' });
         const machineCaches = caches.get(first.machine);
+        const cacheSource = sources.get(first.machine) ?? null;
         const l3Bytes = machineCaches?.l3Bytes ?? null;
+        const note = kneeNote({ machine: first.machine, knee, l3Bytes, cacheSource }, sources.has(first.machine));
         out.push({
           matrix: first.matrix,
           machine: first.machine,
@@ -54,6 +73,8 @@ export function sweepKnees(
           knee,
           l2Bytes: machineCaches?.l2Bytes ?? null,
           l3Bytes,
+          cacheSource,
+          note,
           kneeOverL3: knee && l3Bytes !== null && l3Bytes > 0 ? knee.x / l3Bytes : null,
         });
       }

@@ -77,6 +77,14 @@ export interface KneeReport {
   readonly knee: { readonly x: number; readonly median: number; readonly bestX: number; readonly best: number; readonly tolerance: number } | null;
   readonly l2Bytes: number | null;
   readonly l3Bytes: number | null;
+  /**
+   * Where the sizes came from (the fingerprint's cacheSource): the kernel's topology, glibc's
+   * unverified sysconf figure (fingerprints recorded before sizes the kernel does not report were
+   * left unknown), or null when no fingerprint says.
+   */
+  readonly cacheSource: 'sysfs' | 'sysconf' | null;
+  /** What the L3 beside the knee cannot tell (a size glibc guessed, or none the machine reports); null when nothing. */
+  readonly note: string | null;
   /** knee / L3: seed 000 claims the best buffer is about the L3 size (1). */
   readonly kneeOverL3: number | null;
 }

@@ -80,6 +80,8 @@ export const ReportSchema = z
         knee: z.object({ x: z.number(), median: z.number(), bestX: z.number(), best: z.number(), tolerance: z.number() }).nullable(),
         l2Bytes: bytes,
         l3Bytes: bytes,
+        cacheSource: z.enum(['sysfs', 'sysconf']).nullable().describe("sysconf: glibc's figure, which the kernel did not confirm"),
+        note: z.string().nullable(),
         kneeOverL3: z.number().nullable(),
       }),
     ),

@@ -5,13 +5,13 @@
  * root) to see a scratch directory without a block device and one on a loop device.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MachineFingerprint } from '../contract/fingerprint.js';
-import { bracketed, readHostFacts } from '../host/facts.js';
+import { bracketed, readHostFacts, readHypervisor } from '../host/facts.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { syntheticFingerprint } from './fixtures/synthetic.js';
 
@@ -48,41 +48,56 @@ afterAll(() => {
 });
 
 describe('the machine facts', () => {
-  it('reads cpufreq, SMT, THP and the clocksource as the sysfs files say', async () => {
+  // Each fact is compared with what this machine's files say, and is null exactly where they are
+  // absent: machines of this kind differ in what their VM exposes. The branch a machine lacks is
+  // covered by the fixture trees further down.
+  it('reads cpufreq, SMT, THP and the clocksource as the sysfs files say, null where a file is absent', async () => {
     const { facts } = await collectFingerprint();
     const cpu = '/sys/devices/system/cpu';
     expect(facts.cpufreqDriver).toBe(fileOrNull(`${cpu}/cpu0/cpufreq/scaling_driver`));
     expect(facts.cpuGovernor).toBe(fileOrNull(`${cpu}/cpu0/cpufreq/scaling_governor`));
     const noTurbo = flagOrNull(`${cpu}/intel_pstate/no_turbo`);
     expect(facts.cpuBoost).toBe(flagOrNull(`${cpu}/cpufreq/boost`) ?? (noTurbo === null ? null : !noTurbo));
-    // This 2-vCPU VM has SMT control and THP; the assertions above would pass on nulls, these not.
-    expect(facts.smtControl).toBe(readFileSync(`${cpu}/smt/control`, 'utf8').trim());
-    expect(facts.smtActive).toBe(readFileSync(`${cpu}/smt/active`, 'utf8').trim() === '1');
+    expect(facts.smtControl).toBe(fileOrNull(`${cpu}/smt/control`));
+    expect(facts.smtActive).toBe(flagOrNull(`${cpu}/smt/active`));
     const thp = '/sys/kernel/mm/transparent_hugepage';
-    expect(facts.thpEnabled).toBe(selected(readFileSync(`${thp}/enabled`, 'utf8')));
-    expect(facts.thpDefrag).toBe(selected(readFileSync(`${thp}/defrag`, 'utf8')));
-    expect(facts.thpEnabled).toMatch(/^(always|madvise|never)$/);
-    expect(facts.clocksource).toBe(readFileSync('/sys/devices/system/clocksource/clocksource0/current_clocksource', 'utf8').trim());
-    expect(facts.clocksource).not.toBeNull();
+    expect(facts.thpEnabled).toBe(selected(fileOrNull(`${thp}/enabled`)));
+    expect(facts.thpDefrag).toBe(selected(fileOrNull(`${thp}/defrag`)));
+    if (facts.thpEnabled !== null) expect(facts.thpEnabled).toMatch(/^(always|madvise|never)$/);
+    expect(facts.clocksource).toBe(fileOrNull('/sys/devices/system/clocksource/clocksource0/current_clocksource'));
   });
 
-  it('counts the NUMA nodes lscpu counts', async () => {
+  it('counts the NUMA nodes lscpu and sysfs count, none without a node directory', async () => {
     const { facts } = await collectFingerprint();
+    const dir = '/sys/devices/system/node';
+    const inSysfs = existsSync(dir) ? readdirSync(dir).filter((n) => /^node\d+$/.test(n)).length : 0;
+    expect(facts.numaNodes).toBe(inSysfs > 0 ? inSysfs : null);
     const nodes = lscpuField('NUMA node(s)');
-    expect(nodes).not.toBeNull();
-    expect(facts.numaNodes).toBe(Number(nodes));
-    expect(facts.numaNodes).toBe(readdirSync('/sys/devices/system/node').filter((n) => /^node\d+$/.test(n)).length);
+    if (nodes !== null) expect(facts.numaNodes).toBe(Number(nodes));
   });
 
-  it('names the hypervisor as /sys/hypervisor, the firmware or the CPU (lscpu) does, and a guest as virtualized', async () => {
+  it('tells a guest from bare metal by the CPU flags, and names the hypervisor as the machine does', async () => {
     const { facts } = await collectFingerprint();
+    const type = fileOrNull('/sys/hypervisor/type');
     const flags = readFileSync('/proc/cpuinfo', 'utf8').match(/^flags\s*:(.*)$/m)?.[1]?.split(/\s+/) ?? null;
-    const vendor = fileOrNull('/sys/hypervisor/type') ?? fileOrNull('/sys/class/dmi/id/sys_vendor') ?? lscpuField('Hypervisor vendor');
-    expect(facts.virtualized).toBe(flags === null ? null : flags.includes('hypervisor'));
-    expect(facts.hypervisor).toBe(facts.virtualized ? vendor : null);
-    // This machine is a KVM guest without DMI: named by its paravirtual clock.
-    expect(facts.virtualized).toBe(true);
-    expect(facts.hypervisor).toBe('KVM');
+    expect(facts.virtualized).toBe(type !== null ? true : flags === null ? null : flags.includes('hypervisor'));
+    if (!facts.virtualized) {
+      expect(facts.hypervisor).toBeNull();
+      return;
+    }
+    const dmi = fileOrNull('/sys/class/dmi/id/sys_vendor') || fileOrNull('/sys/class/dmi/id/product_name') || null;
+    if (type !== null || dmi !== null) {
+      expect(facts.hypervisor).toBe(type ?? dmi);
+      return;
+    }
+    // No name in sysfs or the firmware: the paravirtual clock names it, or nothing does. Where the
+    // CPU names its hypervisor (lscpu's CPUID leaf), the clock's name must agree with it.
+    const clocks = fileOrNull('/sys/devices/system/clocksource/clocksource0/available_clocksource')?.split(/\s+/) ?? [];
+    const paravirt = clocks.some((c) => c === 'kvm-clock' || c === 'xen' || c.startsWith('hyperv_clocksource'));
+    if (!paravirt) expect(facts.hypervisor).toBeNull();
+    const cpuSays = lscpuField('Hypervisor vendor');
+    if (paravirt && cpuSays !== null) expect(facts.hypervisor?.toLowerCase()).toContain(cpuSays.split(/\s+/)[0]?.toLowerCase());
+    if (paravirt) expect(facts.hypervisor).not.toBeNull();
   });
 
   it("describes the scratch directory's mount and disk as findmnt and lsblk do", async () => {
@@ -92,14 +107,20 @@ describe('the machine facts', () => {
     expect(s?.source).toBe(mnt.source);
     expect(s?.fsType).toBe(mnt.fsType);
     expect(s?.mountOptions.join(',')).toBe(mnt.options);
-    expect(mnt.source).toMatch(/^\/dev\//);
-    const disk = lsblk(mnt.source ?? '');
+    expect(s?.mountPoint).toBe(run('findmnt', ['-no', 'TARGET', '--target', temp]).trim());
+    if (mnt.source === undefined || !mnt.source.startsWith('/dev/')) {
+      // tmpfs or overlay under the temp directory (a container): no block device to describe.
+      expect(s?.device).toBeNull();
+      return;
+    }
+    const parent = run('lsblk', ['-no', 'PKNAME', mnt.source]).trim().split('\n')[0] ?? '';
+    const wholeDisk = parent === '' ? mnt.source : `/dev/${parent}`;
+    const disk = lsblk(wholeDisk);
     expect(s?.device).toBe(disk.name);
-    expect(s?.partition).toBeNull();
+    expect(s?.partition).toBe(parent === '' ? null : path.basename(realpathSync(mnt.source)));
     expect(s?.rotational).toBe(disk.rota);
     expect(s?.scheduler).toBe(disk.sched);
-    expect(s?.model).toBe(disk.model?.trim() ?? null);
-    expect(s?.mountPoint).toBe(run('findmnt', ['-no', 'TARGET', '--target', temp]).trim());
+    expect(s?.model).toBe(disk.model?.trim() ? disk.model.trim() : null);
   });
 
   it('reads the cgroup limits the process runs under, max and v1 "unlimited" as none', async () => {
@@ -145,6 +166,68 @@ describe('the machine facts', () => {
     expect(bracketed('none')).toBe('none');
     expect(bracketed('a b')).toBeNull();
     expect(bracketed(null)).toBeNull();
+  });
+});
+
+/** A tree shaped like / holding only `files` (path -> text), for the branches this machine does not show. */
+function fixtureRoot(files: Record<string, string>): string {
+  const root = mkdtempSync(path.join(temp, 'root-'));
+  for (const [file, text] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(root, file)), { recursive: true });
+    writeFileSync(path.join(root, file), `${text}\n`);
+  }
+  return root;
+}
+
+describe('machines that expose more, or less, than this one', () => {
+  const cpu = 'sys/devices/system/cpu';
+  const flagsWith = (...extra: string[]) => `processor\t: 0\nflags\t\t: fpu sse2 ${extra.join(' ')}\n`;
+
+  it('reads every fact where every file is there', async () => {
+    const root = fixtureRoot({
+      [`${cpu}/cpu0/cpufreq/scaling_driver`]: 'acpi-cpufreq',
+      [`${cpu}/cpu0/cpufreq/scaling_governor`]: 'performance',
+      [`${cpu}/cpufreq/boost`]: '1',
+      [`${cpu}/smt/control`]: 'on',
+      [`${cpu}/smt/active`]: '1',
+      'sys/kernel/mm/transparent_hugepage/enabled': 'always [madvise] never',
+      'sys/kernel/mm/transparent_hugepage/defrag': '[always] defer never',
+      'sys/devices/system/node/node0/cpulist': '0-3',
+      'sys/devices/system/node/node1/cpulist': '4-7',
+      'sys/devices/system/clocksource/clocksource0/current_clocksource': 'tsc',
+      'proc/cpuinfo': flagsWith(),
+    });
+    const facts = await readHostFacts(undefined, root);
+    expect(facts).toMatchObject({
+      cpufreqDriver: 'acpi-cpufreq', cpuGovernor: 'performance', cpuBoost: true, smtControl: 'on', smtActive: true,
+      thpEnabled: 'madvise', thpDefrag: 'always', numaNodes: 2, virtualized: false, hypervisor: null, clocksource: 'tsc',
+    });
+  });
+
+  it('knows nothing, rather than guessing, where no file is there', async () => {
+    const facts = await readHostFacts(path.join(temp, 'nowhere'), fixtureRoot({}));
+    expect(Object.values(facts).every((v) => v === null)).toBe(true);
+  });
+
+  it("reads intel_pstate's no_turbo inverted where there is no boost file", async () => {
+    const root = fixtureRoot({ [`${cpu}/intel_pstate/no_turbo`]: '1' });
+    expect((await readHostFacts(undefined, root)).cpuBoost).toBe(false);
+  });
+
+  it('names a guest by /sys/hypervisor, else its firmware, else its paravirtual clock, else not at all', async () => {
+    const clock = 'sys/devices/system/clocksource/clocksource0/available_clocksource';
+    const cases: [Record<string, string>, { virtualized: boolean | null; hypervisor: string | null }][] = [
+      [{ 'sys/hypervisor/type': 'xen' }, { virtualized: true, hypervisor: 'xen' }],
+      [{ 'proc/cpuinfo': flagsWith('hypervisor'), 'sys/class/dmi/id/sys_vendor': 'Vendor Inc.', [clock]: 'kvm-clock tsc' }, { virtualized: true, hypervisor: 'Vendor Inc.' }],
+      [{ 'proc/cpuinfo': flagsWith('hypervisor'), 'sys/class/dmi/id/product_name': 'Product' }, { virtualized: true, hypervisor: 'Product' }],
+      [{ 'proc/cpuinfo': flagsWith('hypervisor'), [clock]: 'kvm-clock tsc acpi_pm' }, { virtualized: true, hypervisor: 'KVM' }],
+      [{ 'proc/cpuinfo': flagsWith('hypervisor'), [clock]: 'hyperv_clocksource_tsc_page' }, { virtualized: true, hypervisor: 'Microsoft Hyper-V' }],
+      // A guest nothing names: a VM of this kind without DMI and without a paravirtual clock.
+      [{ 'proc/cpuinfo': flagsWith('hypervisor'), [clock]: 'tsc acpi_pm' }, { virtualized: true, hypervisor: null }],
+      [{ 'proc/cpuinfo': flagsWith() }, { virtualized: false, hypervisor: null }],
+      [{ 'proc/cpuinfo': 'processor\t: 0\nFeatures\t: fp asimd\n' }, { virtualized: null, hypervisor: null }],
+    ];
+    for (const [files, expected] of cases) expect(await readHypervisor(fixtureRoot(files)), JSON.stringify(files)).toEqual(expected);
   });
 });
 
