@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
 import { fingerprintsKey, warmedKey } from '../queue/keys.js';
@@ -132,7 +132,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
       // The journal is the host's: what dead writers left is undone, never a live run's (its owner lock is held), whatever Redis says.
       for (const line of await journal.recover()) log(`restored what a dead run left: ${line}`);
       const swept = await sandbox?.recover(s.scratch).catch((err: unknown) => {
-        log(`sandbox sweep failed: ${err instanceof Error ? err.message : String(err)}`);
+        log(`sandbox sweep failed: ${messageOf(err)}`);
         return [];
       });
       for (const line of swept ?? []) log(`removed what a dead run container left: ${line}`);
@@ -243,7 +243,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
       recovering ??= exec
         .recoverLeftovers()
         .catch((err: unknown) => {
-          log(`restoring what a dead run left: ${err instanceof Error ? err.message : String(err)}`);
+          log(`restoring what a dead run left: ${messageOf(err)}`);
         })
         .finally(() => {
           recovering = undefined;
@@ -273,7 +273,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     await begin();
   });
   enrolled.catch((err: unknown) => {
-    if (!stopWaiting.signal.aborted) log(`enrollment: ${err instanceof Error ? err.message : String(err)}`);
+    if (!stopWaiting.signal.aborted) log(`enrollment: ${messageOf(err)}`);
   });
 
   let stopping: Promise<void> | undefined;

@@ -7,6 +7,7 @@
  */
 import { rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { messageOf } from '../contract/errors.js';
 
 export interface HealthFileOptions {
   /** Where the file goes; its directory must exist. */
@@ -35,7 +36,7 @@ export async function startHealthFile(o: HealthFileOptions): Promise<HealthFile>
       if (failing) o.log(`health file ${o.file}: updated again`);
       failing = false;
     } catch (err) {
-      if (!failing) o.log(`health file ${o.file} not updated: ${err instanceof Error ? err.message : String(err)}`);
+      if (!failing) o.log(`health file ${o.file} not updated: ${messageOf(err)}`);
       failing = true;
     }
   };

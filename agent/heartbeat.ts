@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { removeStatus, writeStatus, type AgentStatus } from '../queue/registry.js';
 import type { HostLock } from './host-lock.js';
+import { messageOf } from '../contract/errors.js';
 
 export interface HeartbeatOptions {
   readonly redis: Redis;
@@ -61,7 +62,7 @@ export class Heartbeat {
       this.failing = false;
     } catch (err) {
       lock.checkDeadline(this.opts.busy());
-      if (!this.failing) this.opts.log(`heartbeat: ${err instanceof Error ? err.message : String(err)}`);
+      if (!this.failing) this.opts.log(`heartbeat: ${messageOf(err)}`);
       this.failing = true;
     }
   }

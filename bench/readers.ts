@@ -35,6 +35,7 @@ import { Store, type StoredRun } from '../coordinator/store.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
 import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
 import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
+import { messageOf } from '../contract/errors.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
@@ -198,7 +199,7 @@ async function download(url: string, id: string, parse: boolean): Promise<Downlo
       cursor = next;
     }
   } catch (err) {
-    s.error = err instanceof Error ? err.message : String(err);
+    s.error = messageOf(err);
   }
   s.ms = performance.now() - t0;
   return s;

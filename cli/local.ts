@@ -2,7 +2,7 @@
 import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { adaptiveRepetitions, describeCell, expandMatrix, varyingParams, type Matrix } from '../contract/matrix.js';
 import { parseMatrixText } from '../contract/matrix-text.js';
 import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
@@ -23,7 +23,7 @@ export async function readMatrixFile(file: string) {
   try {
     text = await readFile(file, 'utf8');
   } catch (err) {
-    throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read matrix file ${file}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read matrix file ${file}: ${messageOf(err)}`);
   }
   return parseMatrixText(text, file);
 }
@@ -35,7 +35,7 @@ function jsonlWriter(file: string | undefined) {
   try {
     fd = openSync(file, 'w');
   } catch (err) {
-    throw new FsbenchError('CONFIG_INVALID', `cannot write --out ${file}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new FsbenchError('CONFIG_INVALID', `cannot write --out ${file}: ${messageOf(err)}`);
   }
   return {
     write: (run: RunResult) => {

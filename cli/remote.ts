@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { factsLine } from '../compare/machine-facts.js';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
@@ -170,7 +170,7 @@ export function registerRemoteCommands(program: Command): void {
       try {
         text = await readFile(file, 'utf8');
       } catch (err) {
-        throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`);
+        throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${messageOf(err)}`);
       }
       // YAML is a superset of JSON, so one content type serves both kinds of file.
       const res = await client.fetch('POST', '/v1/matrices', { body: text, contentType: 'application/yaml' });

@@ -5,7 +5,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { RunResult } from '../contract/result.js';
 import { buildReportAsync } from '../report/build.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
@@ -43,7 +43,7 @@ async function reportCommand(file: string, flags: ReportFlags): Promise<void> {
   try {
     await writeFile(flags.html, html);
   } catch (err) {
-    throw new FsbenchError('CONFIG_INVALID', `cannot write --html ${flags.html}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new FsbenchError('CONFIG_INVALID', `cannot write --html ${flags.html}: ${messageOf(err)}`);
   }
   process.stderr.write(`fsbench: ${flags.html}: ${report.cells.length} cells, ${Math.ceil(Buffer.byteLength(html) / 1024)} KiB\n`);
 }

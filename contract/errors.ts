@@ -130,11 +130,15 @@ export function errorLine(code: ErrorCode, message: string): string {
   return end < 0 ? `${message} [${code}]` : `${message.slice(0, end)} [${code}]${message.slice(end)}`;
 }
 
+/** What was thrown, as a line to log or wrap: an Error's message, anything else as a string. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** Turns anything thrown into an FsbenchError, keeping the message of unexpected errors. */
 export function toFsbenchError(err: unknown, fallback: ErrorCode = 'INTERNAL'): FsbenchError {
   if (err instanceof FsbenchError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new FsbenchError(fallback, message);
+  return new FsbenchError(fallback, messageOf(err));
 }
 
 /** docs/reference.md's table of error codes, generated so that it cannot drift from the catalog. */

@@ -15,7 +15,7 @@ import { storeResultSink, storeRunSource } from './store-adapter.js';
 import { dashboardRouter } from './dashboard.js';
 import type { CoordinatorMetrics } from './metrics-route.js';
 import { principalOf, requireKnownHost, requireRead, requireWrite, type AuthConfig } from './auth.js';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { errorHandler } from './errors.js';
 import { logTo, pathOf, withRequestLogger } from './log.js';
 import { withDeadline } from './deadline.js';
@@ -143,13 +143,13 @@ export function buildApp(d: AppDeps): Express {
       d.store.ping();
       checks['sqlite'] = 'ok';
     } catch (err) {
-      checks['sqlite'] = err instanceof Error ? err.message : String(err);
+      checks['sqlite'] = messageOf(err);
     }
     try {
       await withDeadline(d.redis.ping(), 'ping', READY_DEADLINE_MS);
       checks['redis'] = 'ok';
     } catch (err) {
-      checks['redis'] = err instanceof Error ? err.message : String(err);
+      checks['redis'] = messageOf(err);
     }
     const ready = Object.values(checks).every((v) => v === 'ok');
     res.status(ready ? 200 : 503).json({ ready, checks });

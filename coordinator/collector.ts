@@ -33,6 +33,7 @@ import type { JobVerifier } from '../queue/signing.js';
 import { proofMatches, reportMac } from '../queue/enrollment.js';
 import type { EnrolledKey } from './enrollment.js';
 import type { MatrixRecord, Store, StoredRun } from './store.js';
+import { messageOf } from '../contract/errors.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
@@ -187,7 +188,7 @@ export class Collector {
         this.failing = false;
       } catch (err) {
         if (this.stopping()) break;
-        if (!this.failing) this.deps.log(`collector: ${err instanceof Error ? err.message : String(err)} (retrying)`);
+        if (!this.failing) this.deps.log(`collector: ${messageOf(err)} (retrying)`);
         this.failing = true;
         await sleep(Math.max(this.deps.pollMs, 500));
       }

@@ -5,7 +5,7 @@
 import express, { Router, type Request } from 'express';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { withDeadline } from './deadline.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { enqueueRequest, type Dispatcher } from './dispatch.js';
@@ -50,7 +50,7 @@ function matrixBody(req: Request): unknown {
     try {
       return YAML.parse(body, { maxAliasCount: 100 });
     } catch (err) {
-      throw new FsbenchError('BODY_INVALID', `the body is not valid YAML: ${err instanceof Error ? err.message : String(err)}`);
+      throw new FsbenchError('BODY_INVALID', `the body is not valid YAML: ${messageOf(err)}`);
     }
   }
   if (!req.is('application/json')) {

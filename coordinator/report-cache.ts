@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { parentPort, Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import { FsbenchError, isErrorCode, toFsbenchError } from '../contract/errors.js';
+import { FsbenchError, isErrorCode, toFsbenchError, messageOf } from '../contract/errors.js';
 import { adaptiveRepetitions } from '../contract/matrix.js';
 import { buildReport } from '../report/build.js';
 import { render } from '../report/export/index.js';
@@ -183,7 +183,7 @@ class ReportThread {
     this.pending.clear();
     for (const j of jobs) {
       if (this.unavailable) j.here();
-      else j.reject(new FsbenchError('INTERNAL', `building the report failed: ${err instanceof Error ? err.message : String(err)}`));
+      else j.reject(new FsbenchError('INTERNAL', `building the report failed: ${messageOf(err)}`));
     }
   }
 }

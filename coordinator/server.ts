@@ -18,6 +18,7 @@ import { Store } from './store.js';
 import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
 import { loadOrCreateJobKey, writePublicKeyCopy, type JobVerifier } from '../queue/signing.js';
+import { messageOf } from '../contract/errors.js';
 
 export interface CoordinatorSettings extends RedisChannel {
   readonly queuePrefix: string;
@@ -134,7 +135,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       const cell = store.cell(n.matrixId, n.cellId);
       if (!m || !cell || m.state === 'cancelled') continue;
       dispatcher.enqueueNext(n.matrixId, cell, n.target, n.repetition, m.spec.warmup).catch((err: unknown) => {
-        log(`matrix ${n.matrixId}: queueing run ${n.repetition} of cell ${n.cellId} failed (${err instanceof Error ? err.message : String(err)}); trying again shortly`);
+        log(`matrix ${n.matrixId}: queueing run ${n.repetition} of cell ${n.cellId} failed (${messageOf(err)}); trying again shortly`);
         setTimeout(() => {
           requeue(n.matrixId, 'queued again a run of a cell still being measured').catch(() => undefined);
         }, REQUEUE_RETRY_MS).unref();
@@ -187,7 +188,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     hostCheck ??= hosts
       .check()
       .catch((err: unknown) => {
-        log(`watching hosts: ${err instanceof Error ? err.message : String(err)}`);
+        log(`watching hosts: ${messageOf(err)}`);
       })
       .finally(() => {
         hostCheck = undefined;
@@ -198,7 +199,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     enrollSync ??= enrollment
       .sync()
       .catch((err: unknown) => {
-        log(`enrolling agents: ${err instanceof Error ? err.message : String(err)}`);
+        log(`enrolling agents: ${messageOf(err)}`);
       })
       .finally(() => {
         enrollSync = undefined;

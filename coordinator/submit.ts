@@ -7,7 +7,7 @@
  * `Idempotency-Key` gets the first answer instead of a second matrix.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { expandMatrix, initialRepetitions, maxRepetitions, parseMatrix } from '../contract/matrix.js';
 import { newSeed } from '../contract/schedule.js';
 import { formatDuration } from '../contract/units.js';
@@ -182,7 +182,7 @@ export class Submissions {
           this.d.log(`matrix ${id} (${matrix.name}) refused while enqueueing: its ${removed} queued runs were taken back`, { event: 'matrix.rolledBack', matrixId: id, removedRuns: removed });
         })
         .catch((e: unknown) => {
-          this.d.log(`matrix ${id}: taking back its queued runs failed (${e instanceof Error ? e.message : String(e)}); agents will find no matrix for them`);
+          this.d.log(`matrix ${id}: taking back its queued runs failed (${messageOf(e)}); agents will find no matrix for them`);
         });
       throw err;
     } finally {

@@ -21,7 +21,7 @@ import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { HostfsRefusal, removeBeneath, unmountBeneath } from './hostfs.js';
 import { readBootId, readMounts } from './kernel.js';
 import { OwnerId, OwnerLock, ownersHeld, reapOwnerLocks } from './owner-lock.js';
@@ -134,9 +134,6 @@ function issues(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.join('.') || '(entry)'}: ${i.message}`).join('; ');
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** The root among `roots` that `p` lies strictly inside, the deepest one when they nest. */
 function deepestRoot(p: string, roots: Iterable<string>): string | undefined {
@@ -541,7 +538,7 @@ export class Teardown {
         await this.journal.forget(item.handle);
       } catch (err) {
         this.journal.release(item.handle);
-        failures.push(`${describe(item.entry)}: ${message(err)}`);
+        failures.push(`${describe(item.entry)}: ${messageOf(err)}`);
       }
     }
     if (failures.length > 0) {

@@ -16,7 +16,7 @@
  */
 import { constants as fsConstants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 
 /** What a directory is for, to name it and its setting in a refusal. */
 export interface DirPurpose {
@@ -43,9 +43,6 @@ function errnoOf(err: unknown): string | undefined {
   return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** The absolute, normalised form of `dir`, or a refusal. */
 function normalised(dir: string, purpose: DirPurpose): string {
@@ -120,7 +117,7 @@ export async function ensureSafeDir(dir: string, purpose: DirPurpose): Promise<s
         await fs.mkdir(q, { mode: 0o700 });
       } catch (err) {
         // Someone made it first (checked below like any other), or we may not.
-        if (errnoOf(err) !== 'EEXIST') throw new FsbenchError('DIRECTORY_UNSAFE', `cannot create ${q} for ${purpose.what} ${target}: ${message(err)}; create it (mode 0700) or choose another ${purpose.setting}`);
+        if (errnoOf(err) !== 'EEXIST') throw new FsbenchError('DIRECTORY_UNSAFE', `cannot create ${q} for ${purpose.what} ${target}: ${messageOf(err)}; create it (mode 0700) or choose another ${purpose.setting}`);
       }
       // Checked again, not assumed: another process may have made it between the lstat and the mkdir.
       st = await lstatOrNull(q);
@@ -144,7 +141,7 @@ export async function checkSafeDir(dir: string, purpose: DirPurpose): Promise<st
     }
     return undefined;
   } catch (err) {
-    return message(err);
+    return messageOf(err);
   }
 }
 
@@ -202,7 +199,7 @@ export async function resolveAllowedTarget(target: string, roots: readonly strin
     real = await fs.realpath(target);
     if (!(await fs.stat(real)).isDirectory()) throw new Error('not a directory');
   } catch (err) {
-    throw new FsbenchError('TARGET_UNUSABLE', `target ${target} is not an existing directory (${message(err)})`);
+    throw new FsbenchError('TARGET_UNUSABLE', `target ${target} is not an existing directory (${messageOf(err)})`);
   }
   for (const root of roots) {
     const realRoot = await fs.realpath(root).catch(() => path.resolve(root));

@@ -12,7 +12,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 import { JobSignature, type RunJob } from './jobs.js';
 
 /** The coordinator's private key, in its data directory (mode 0600). */
@@ -138,7 +138,7 @@ export async function loadOrCreateJobKey(dir: string): Promise<{ signer: JobSign
     pem = await readFile(file, 'utf8');
     await chmod(file, 0o600);
   } catch (err) {
-    if (!isErrno(err, 'ENOENT')) throw new FsbenchError('CONFIG_INVALID', `cannot read the job signing key ${file}: ${err instanceof Error ? err.message : String(err)}`);
+    if (!isErrno(err, 'ENOENT')) throw new FsbenchError('CONFIG_INVALID', `cannot read the job signing key ${file}: ${messageOf(err)}`);
     const { privateKey } = generateKeyPairSync('ed25519');
     pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     try {

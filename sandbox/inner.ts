@@ -2,7 +2,7 @@
  * The run container's side: runs one cell in this process, exactly as an agent would without a
  * sandbox, and turns whatever happens into one SandboxOutput. Started by `fsbench run-cell`.
  */
-import { FsbenchError, toFsbenchError } from '../contract/errors.js';
+import { FsbenchError, toFsbenchError, messageOf } from '../contract/errors.js';
 import { Cell } from '../contract/matrix.js';
 import { Journal } from '../host/journal.js';
 import { RUNNERS } from '../runner/workloads.js';
@@ -21,7 +21,7 @@ function parseCell(json: string): Cell {
   try {
     raw = JSON.parse(json);
   } catch (err) {
-    throw new FsbenchError('SANDBOX_FAILED', `the cell given to run-cell is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+    throw new FsbenchError('SANDBOX_FAILED', `the cell given to run-cell is not JSON: ${messageOf(err)}`);
   }
   const r = Cell.safeParse(raw);
   if (!r.success) {

@@ -16,7 +16,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type Docker from 'dockerode';
-import { FsbenchError, toFsbenchError } from '../contract/errors.js';
+import { FsbenchError, toFsbenchError, messageOf } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import { currentBootId } from '../host/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workloads/workload.js';
@@ -70,15 +70,12 @@ export interface SandboxOptions {
 }
 
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** Engine errors as FsbenchErrors: unreachable is SANDBOX_UNAVAILABLE, the rest SANDBOX_FAILED. */
 function engineError(what: string, err: unknown): FsbenchError {
   if (err instanceof FsbenchError) return err;
   const unreachable = err instanceof Error && 'code' in err && ['ECONNREFUSED', 'ENOENT', 'EACCES'].includes(String(err.code));
-  return new FsbenchError(unreachable ? 'SANDBOX_UNAVAILABLE' : 'SANDBOX_FAILED', `${what}: ${message(err)}`);
+  return new FsbenchError(unreachable ? 'SANDBOX_UNAVAILABLE' : 'SANDBOX_FAILED', `${what}: ${messageOf(err)}`);
 }
 
 
@@ -286,7 +283,7 @@ export class SandboxRunner implements WorkloadRunner {
       try {
         await step.undo();
       } catch (err) {
-        leftovers.push(`${step.what}: ${message(err)}`);
+        leftovers.push(`${step.what}: ${messageOf(err)}`);
       }
     }
     if (leftovers.length > 0) {

@@ -4,7 +4,7 @@
  * fanotify group, or a Node library), and turns what was counted into the contract's metrics.
  */
 import { z } from 'zod';
-import { FsbenchError } from '../../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import type { Cell } from '../../contract/matrix.js';
 import { InotifyMetrics, inotifyParams } from '../../contract/workloads/inotify.js';
 import { defaultValue } from '../../contract/params.js';
@@ -220,7 +220,7 @@ export const inotifyWorkload: WorkloadRunner = {
       const cleanup = teardown.dispose();
       if (outcome) await cleanup;
       else await cleanup.catch((err: unknown) => {
-        ctx.log(`cleanup after a failed run: ${err instanceof Error ? err.message : String(err)}`);
+        ctx.log(`cleanup after a failed run: ${messageOf(err)}`);
       });
     }
     return outcome;

@@ -5,7 +5,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import type { InotifyLimits } from '../../contract/fingerprint.js';
-import { FsbenchError } from '../../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
 import type { KnownSysctl, Teardown } from '../../host/journal.js';
 
@@ -50,7 +50,7 @@ async function setSysctl(teardown: Teardown, file: KnownSysctl, value: number): 
         privilege
           ? `setting ${file} to ${value} needs root with a writable /proc/sys (in a container: security_opt systempaths=unconfined); ` +
             'the cell was not measured rather than measured under a different limit'
-          : `could not write ${value} to ${file}: ${err instanceof Error ? err.message : String(err)}`,
+          : `could not write ${value} to ${file}: ${messageOf(err)}`,
       );
     }
   });

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { FsbenchError } from '../../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { filesystemType } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
 import { resolveAllowedTarget } from '../../host/safe-dir.js';
@@ -44,7 +44,7 @@ export async function prepareTarget(
     try {
       await mkdir(dir, { mode: 0o700 });
     } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${messageOf(err)}`);
     }
   });
   if (target === 'tmpfs') {

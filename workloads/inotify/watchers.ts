@@ -9,6 +9,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import parcel from '@parcel/watcher';
 import chokidar from 'chokidar';
+import { messageOf } from '../../contract/errors.js';
 
 export interface Delivery {
   events: number;
@@ -62,7 +63,7 @@ export async function startWatcher(
     w.on('change', (p) => {
       if (path.basename(p).startsWith('file.')) count(delivery, 1);
     });
-    w.on('error', (err) => delivery.errors.push(err instanceof Error ? err.message : String(err)));
+    w.on('error', (err) => delivery.errors.push(messageOf(err)));
     await new Promise<void>((resolve) => w.once('ready', () => {
       resolve();
     }));

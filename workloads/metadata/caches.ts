@@ -4,7 +4,7 @@
  * syncing the filesystem under test alone would leave reads served from that copy.
  */
 import { writeFile } from 'node:fs/promises';
-import { FsbenchError } from '../../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { command } from './command.js';
 
 const DROP_CACHES = '/proc/sys/vm/drop_caches';
@@ -22,7 +22,7 @@ export async function dropCaches(): Promise<number> {
       code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'PRIVILEGE_MISSING' : 'WORKLOAD_FAILED',
       `cache: cold needs to write ${DROP_CACHES} (root, and in a container a writable /proc/sys, e.g. ` +
         `security_opt systempaths=unconfined); use cache: warm to measure without dropping caches ` +
-        `(${err instanceof Error ? err.message : String(err)})`,
+        `(${messageOf(err)})`,
     );
   }
   return performance.now() - start;

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { lstat, mkdir, open, realpath, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { FsbenchError } from '../../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
 import { filesystemType, readMounts, type Mount } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
@@ -32,9 +32,6 @@ export interface TestFilesystem {
   readonly info: Readonly<Record<string, string | number | boolean>>;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /**
  * The scratch directory's real path. It exists: opening the journal made it, after checking that
@@ -51,7 +48,7 @@ async function runDirectory(teardown: Teardown, parent: string): Promise<string>
     try {
       await mkdir(dir, { mode: 0o700 });
     } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${message(err)}`);
+      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${messageOf(err)}`);
     }
   });
   // Whatever symlinks the parent holds, what the run writes and later deletes stays inside it.
@@ -70,10 +67,10 @@ async function createImage(image: string, bytes: number): Promise<void> {
     if (code === 'EFBIG' || code === 'EINVAL') {
       throw new FsbenchError(
         'FS_REFUSED',
-        `the scratch filesystem (${filesystemType(image) ?? 'unknown'}) does not allow a ${formatSize(bytes)} file for the image: lower fsSize (${message(err)})`,
+        `the scratch filesystem (${filesystemType(image) ?? 'unknown'}) does not allow a ${formatSize(bytes)} file for the image: lower fsSize (${messageOf(err)})`,
       );
     }
-    throw new FsbenchError(code === 'ENOSPC' ? 'NO_SPACE' : 'TARGET_UNUSABLE', `cannot create the image ${image}: ${message(err)}`);
+    throw new FsbenchError(code === 'ENOSPC' ? 'NO_SPACE' : 'TARGET_UNUSABLE', `cannot create the image ${image}: ${messageOf(err)}`);
   } finally {
     await handle.close();
   }
