@@ -46,6 +46,7 @@ import { startRedis } from '../tests/fixtures/redis-server.js';
 import { agentsProcess, coordinatorProcess, measureHostScaling } from './host-scaling.js';
 import { measureRetention } from './retention.js';
 import { child as nodeChild, stopChild, waitOutput, type Child } from '../tests/fixtures/processes.js';
+import { median } from '../stats/summary.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLI = path.resolve(HERE, '..', 'cli', 'fsbench.js');
@@ -228,11 +229,6 @@ async function fsbench(redisUrl: string, n: number, hosts: number) {
 
 const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2;
-}
 
 function positiveInts(flag: string, text: string): number[] {
   const xs = text.split(',').map(Number);

@@ -26,6 +26,7 @@ import type { EnrolledKey } from '../coordinator/enrollment.js';
 import { reportMac, reportMacKey } from '../queue/enrollment.js';
 import { loadSettings } from '../settings/index.js';
 import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
+import { median } from '../stats/summary.js';
 
 /** Cells per matrix: the contract caps a parameter list at 1000 values. */
 const PER_MATRIX = 1000;
@@ -197,11 +198,6 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
   }
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] ?? Number.NaN) : ((s[mid - 1] ?? Number.NaN) + (s[mid] ?? Number.NaN)) / 2;
-}
 
 /** Rounds of every host count, the order alternating so drift favours neither. */
 export async function measureHostScaling(redisUrl: string, self: string, hostCounts: readonly number[], runs: number, rounds: number): Promise<HostScaling> {

@@ -17,6 +17,7 @@ import { dropCaches } from '../workloads/metadata/caches.js';
 import { prepareFilesystem } from '../workloads/metadata/filesystem.js';
 import type { MetadataParams } from '../workloads/metadata/params.js';
 import { phaseArgv, runPhase } from '../workloads/metadata/phases.js';
+import { median } from '../stats/summary.js';
 
 type Phase = 'create' | 'readByDir' | 'readInterleaved' | 'stat' | 'unlink';
 const PHASES: readonly Phase[] = ['create', 'readByDir', 'readInterleaved', 'stat', 'unlink'];
@@ -116,11 +117,6 @@ async function timePhase(impl: Impl, phase: Phase, root: string, signal: AbortSi
   return performance.now() - start;
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
-}
 
 async function main(): Promise<void> {
   const journal = await Journal.open(path.join(values.scratch, 'journal'));
