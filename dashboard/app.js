@@ -265,7 +265,7 @@ function cellsTable(report) {
     h(
       'table',
       { class: 'cells' },
-      h('thead', {}, h('tr', {}, ['cell', 'machine', 'ok/runs', 'spread', ...metrics.map((m) => `${m.name} (${m.unit})`)].map((t) => h('th', {}, t)))),
+      h('thead', {}, h('tr', {}, ['cell', 'machine', 'ok/runs', 'spread', ...metrics.map((m) => `${m.name} (${m.unit})`), 'notes'].map((t) => h('th', {}, t)))),
       h(
         'tbody',
         {},
@@ -286,6 +286,7 @@ function cellsTable(report) {
                 s?.cv ? h('small', {}, ` ±${formatCv(s.cv)}`) : null,
               );
             }),
+            h('td', { class: 'cell-notes' }, (c.findings ?? []).length > 0 ? h('ul', {}, c.findings.map((n) => h('li', { dataset: { kind: n.kind } }, n.text))) : null),
           ),
         ),
       ),
@@ -293,9 +294,15 @@ function cellsTable(report) {
   );
 }
 
+/** One item per kind of note, summarised over its cells by the report; each cell's own notes are in its row. */
 function notesList(report) {
   if (report.notes.length === 0) return null;
-  return h('section', {}, h('h3', {}, 'Notes'), h('ul', { class: 'notes report-notes' }, report.notes.map((n) => h('li', {}, n))));
+  return h(
+    'section',
+    { class: 'notes-section' },
+    h('h3', {}, 'Notes'),
+    h('ul', { class: 'notes report-notes' }, report.notes.map((g) => h('li', { class: `note ${g.severity}`, dataset: { kind: g.kind, cells: g.cells.length } }, g.text))),
+  );
 }
 
 async function matrixView(id) {
@@ -330,8 +337,9 @@ async function matrixView(id) {
     h('p', {}, state, ' ', progress, ' · ', h('a', { href: `#/compare?baseline=${encodeURIComponent(id)}` }, 'compare…'), ' · ', h('a', { href: `/v1/matrices/${encodeURIComponent(id)}/results?format=csv` }, 'CSV')),
     detail.description ? h('p', { class: 'hint' }, detail.description) : null,
     machines.length > 0 ? h('ul', { class: 'machines' }, machines) : null,
-    notesList(report),
+    // The charts first: the notes explain what they show.
     h('div', { class: 'charts' }, panels),
+    notesList(report),
     kneeTable(report),
     cellsTable(report),
     (detail.failures ?? []).length > 0

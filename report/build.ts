@@ -11,7 +11,7 @@ import { CellAggregator, type AggregatableRun, type CellAggregate, type CellPrec
 import type { NoiseOptions } from '../stats/noise.js';
 import { sweepKnees } from './knees.js';
 import type { CellReport, MachineReport, MetricStats, NoiseVerdict, Report } from './model.js';
-import { cellNotes, type NotelessCell } from './notes.js';
+import { cellNotes, groupNotes, type NotelessCell } from './notes.js';
 
 export interface ReportOptions {
   readonly title: string;
@@ -156,14 +156,12 @@ export class ReportBuilder {
       precision: c.precision ?? this.options.precision,
     }));
     const severalMachines = machines.length > 1;
-    const notes: string[] = [];
     const cells: CellReport[] = noteless.map((c) => {
-      const own = cellNotes(c, noteless, judgedMetrics(c.workload), this.options.noise);
-      for (const n of own) notes.push(`${c.label}${severalMachines ? ` @${c.machine}` : ''}: ${n}`);
+      const findings = cellNotes(c, noteless, judgedMetrics(c.workload), this.options.noise);
       return {
         matrix: c.matrix, cellId: c.cellId, machine: c.machine, workload: c.workload, params: c.params, label: c.label,
         runs: c.runs, ok: c.ok, failed: c.failed, skipped: c.skipped, problem: c.problem,
-        metrics: c.metrics, histograms: c.histograms, noise: c.noise, notes: own, samples: c.samples,
+        metrics: c.metrics, histograms: c.histograms, noise: c.noise, notes: findings.map((n) => n.text), findings, samples: c.samples,
       };
     });
     return {
@@ -171,8 +169,8 @@ export class ReportBuilder {
       metrics: workloads.map((w) => ({ workload: w, metrics: metricInfos(w) })),
       machines,
       cells,
-      knees: sweepKnees(noteless, machines, varyingOf),
-      notes,
+      knees: sweepKnees(cells, machines, varyingOf),
+      notes: groupNotes(cells, severalMachines),
     };
   }
 }

@@ -63,7 +63,7 @@ function headlineOf(report: Report, c: CellReport): readonly string[] {
 
 function cellRows(report: Report, c: CellReport): string {
   const metrics = c.ok === 0 ? [] : headlineOf(report, c);
-  const notes = c.notes.length > 0 ? el('tr', { class: 'cell-notes' }, el('td', { colspan: 11 }, el('ul', {}, ...c.notes.map((n) => text('li', {}, n))))) : '';
+  const notes = c.findings.length > 0 ? el('tr', { class: 'cell-notes' }, el('td', { colspan: 11 }, el('ul', {}, ...c.findings.map((n) => text('li', { 'data-kind': n.kind }, n.text))))) : '';
   const verdict = c.ok === 0 ? (c.problem ?? 'no result') : c.noise.noisy ? 'too noisy' : 'ok';
   const span = Math.max(1, metrics.length);
   const head = [
@@ -182,11 +182,20 @@ function machinesSection(machines: readonly MachineReport[]): string {
   );
 }
 
+/** One item per kind of note, summarised over its cells (each cell's own sentences stay in its rows). */
 function notesSection(report: Report): string {
   if (report.notes.length === 0) return '';
   const listed = report.notes.slice(0, MAX_LISTED_NOTES);
   const more = report.notes.length > listed.length ? text('p', { class: 'hint capped' }, `… and ${report.notes.length - listed.length} more notes, each in its cell's rows below.`) : '';
-  return el('section', { id: 'notes' }, text('h3', {}, 'Notes'), el('ul', { class: 'notes report-notes' }, ...listed.map((n) => text('li', {}, n))), more);
+  const items = listed.map((g) => text('li', { class: `note ${g.severity}`, 'data-kind': g.kind, 'data-cells': g.cells.length }, g.text));
+  return el(
+    'section',
+    { id: 'notes' },
+    text('h3', {}, 'Notes'),
+    text('p', { class: 'hint' }, "Each kind of note once, with the cells that have it and the range of its figure; each cell's own notes follow its rows in the table of cells."),
+    el('ul', { class: 'notes report-notes' }, ...items),
+    more,
+  );
 }
 
 /** What the charts read of a report: the dashboard's chart code, fed a report cut to the medians. */
@@ -242,7 +251,8 @@ export function renderHtmlReport(report: Report, assets: HtmlAssets, options: Ht
     `<style>${assets.style}</style>`,
     '</head><body data-ready="static">',
     el('header', {}, el('h1', {}, 'fsbench report')),
-    el('main', {}, head, notesSection(report), chartsSection(report), kneesSection(report), cellsSection(report), machinesSection(report.machines)),
+    // The charts first: the notes explain what they show.
+    el('main', {}, head, chartsSection(report), notesSection(report), kneesSection(report), cellsSection(report), machinesSection(report.machines)),
     `<script type="application/json" id="fsbench-data">${jsonBlock(chartData(report))}</script>`,
     `<script>${assets.chartJs}</script>`,
     `<script type="module">${assets.script}</script>`,

@@ -16,6 +16,58 @@ export type CellInterferenceSummary = CellInterference;
 /** One metric of one cell: the summary over its ok runs, and whether it can support a conclusion. */
 export type MetricStats = Omit<MetricAggregate, 'samples'>;
 
+/**
+ * What a note is about: renderers group, count and test notes by kind, never by their English.
+ * overflow: the kernel dropped events; starved-reader: the raw reader fell behind on little CPU;
+ * drain-timeout: the queue was not empty at drainTimeout; fanotify-merge: fanotify merged
+ * writes; silent-loss: a watcher library that cannot see overflow; wide-spread: a CV too wide to
+ * conclude; interference: runs flagged as disturbed; interference-spread: the spread follows
+ * the interference; precision-reached / precision-short: `repetitions: auto` got there or not.
+ */
+export const NOTE_KINDS = [
+  'overflow', 'starved-reader', 'drain-timeout', 'fanotify-merge', 'silent-loss',
+  'wide-spread', 'interference', 'interference-spread', 'precision-reached', 'precision-short',
+] as const;
+export type NoteKind = (typeof NOTE_KINDS)[number];
+/** warning: a number here should not be read as it stands; info: how it was measured. */
+export type NoteSeverity = 'warning' | 'info';
+
+/** The one figure a note states for its cell, whose range a summary over cells gives. */
+export interface NoteFigure {
+  readonly name: string;
+  readonly value: number;
+}
+
+/** One note of one cell. */
+export interface Note {
+  readonly kind: NoteKind;
+  readonly severity: NoteSeverity;
+  /** The sentence about this cell. */
+  readonly text: string;
+  readonly figure: NoteFigure | null;
+}
+
+/** A cell a note group names. */
+export interface NoteCellRef {
+  readonly cellId: string;
+  readonly machine: string;
+  readonly label: string;
+}
+
+/**
+ * The notes of one kind over the report's cells, said once: which cells (by the parameter values
+ * they share, or their labels) and the range of the figure. A kind on one cell is that cell's
+ * sentence with its label.
+ */
+export interface NoteGroup {
+  readonly kind: NoteKind;
+  readonly severity: NoteSeverity;
+  readonly text: string;
+  readonly cells: readonly NoteCellRef[];
+  /** The range of the notes' figure over the cells; null when the kind states none. */
+  readonly figure: { readonly name: string; readonly min: number; readonly max: number } | null;
+}
+
 /** The cell's verdict over its headline metrics that have a better direction. */
 export interface NoiseVerdict {
   readonly noisy: boolean;
@@ -42,8 +94,10 @@ export interface CellReport {
   /** Latency histograms merged over the ok runs, percentiles read from the merge. */
   readonly histograms: Readonly<Record<string, HistogramSummary>>;
   readonly noise: NoiseVerdict;
-  /** What the bare numbers hide (events lost, a starved reader, a library that cannot see loss, spread). */
+  /** What the bare numbers hide (events lost, a starved reader, a library that cannot see loss, spread): `findings`' sentences. */
   readonly notes: readonly string[];
+  /** The same notes, typed: kind, severity, sentence and the figure it states. */
+  readonly findings: readonly Note[];
   /** Sorted values of the metrics a comparison asked for; absent otherwise. */
   readonly samples?: Readonly<Record<string, readonly number[]>>;
 }
@@ -102,6 +156,6 @@ export interface Report {
   readonly machines: readonly MachineReport[];
   readonly cells: readonly CellReport[];
   readonly knees: readonly KneeReport[];
-  /** Every cell's notes as sentences that name their cell (and machine, with several). */
-  readonly notes: readonly string[];
+  /** Every cell's notes, one group per kind: summarised over the cells that have it (each cell's own stay in `cells[].notes`). */
+  readonly notes: readonly NoteGroup[];
 }

@@ -3,15 +3,16 @@
  * of one cell (and, for a watcher library, of the raw reader's cell beside it), or the cell's
  * interference summary, and never recomputes a statistic.
  */
-import { metricDoc } from '../contract/workloads/index.js';
+import { formatParam } from '../contract/params.js';
+import { metricDoc, WORKLOADS } from '../contract/workloads/index.js';
 import type { CellPrecision } from '../stats/aggregate.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { NOISE_DEFAULTS } from '../stats/noise.js';
-import { formatCv, formatPercent } from './format.js';
-import type { CellInterferenceSummary, CellReport } from './model.js';
+import { formatCv, formatNumber, formatPercent } from './format.js';
+import type { CellInterferenceSummary, CellReport, Note, NoteCellRef, NoteFigure, NoteGroup, NoteKind, NoteSeverity } from './model.js';
 
 /** A cell before its notes are written, with what its interference notes read. */
-export type NotelessCell = Omit<CellReport, 'notes'> & {
+export type NotelessCell = Omit<CellReport, 'notes' | 'findings'> & {
   readonly interference?: CellInterferenceSummary | undefined;
   /** The precision the cell was run to under `repetitions: auto`. */
   readonly precision?: CellPrecision | undefined;
@@ -25,8 +26,16 @@ export type NotelessCell = Omit<CellReport, 'notes'> & {
 const INTERFERENCE_RHO = 0.7;
 const INTERFERENCE_MIN_RUNS = 4;
 
-/** Below this share of one CPU while writers run, the raw reader was starved rather than slow. */
+/** Below this share of one CPU while writers run, a reader that fell behind was starved rather than slow. */
 const STARVED_READER = 0.25;
+/**
+ * More than this share of the writes merged into earlier unread events says the reader fell
+ * behind: the kernel merges an event only into an identical one still unread (inotify(7)), so a
+ * reader that keeps up reads about one event per write.
+ */
+const BEHIND_COALESCED = 0.05;
+
+const note = (kind: NoteKind, severity: NoteSeverity, text: string, figure: NoteFigure | null = null): Note => ({ kind, severity, text, figure });
 
 function medianOf(c: NotelessCell, metric: string): number | null {
   return c.metrics[metric]?.median ?? null;
@@ -49,23 +58,38 @@ function rawTwin(c: NotelessCell, all: readonly NotelessCell[]): NotelessCell | 
   );
 }
 
-function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): string[] {
-  const notes: string[] = [];
+function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): Note[] {
+  const notes: Note[] = [];
   const backend = String(c.params['backend']);
   // The native readers: fsbench's own inotify and fanotify loops, which see overflow and report their CPU.
   const native = backend === 'inotify' || backend === 'fanotify';
   const overflows = medianOf(c, 'overflows');
   if (overflows !== null && overflows > 0) {
     const record = backend === 'fanotify' ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW';
-    notes.push(`${overflows} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`);
-  }
-  const cpu = medianOf(c, 'readerCpuFraction');
-  if (cpu !== null && cpu < STARVED_READER && native && c.params['mode'] === 'concurrent') {
     notes.push(
-      `the reader used only ${formatPercent(cpu)} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).`,
+      note('overflow', 'warning', `${overflows} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`, {
+        name: 'overflows',
+        value: overflows,
+      }),
     );
   }
-  if (medianOf(c, 'drainTimedOut') === 1) notes.push('the drain hit drainTimeout; the queue was not empty.');
+  // Starved means behind for want of CPU: a reader that read every write (no overflow, hardly any
+  // write merged) kept up, whatever its share of a CPU; one that fell behind on a full CPU is slow, not starved.
+  const cpu = medianOf(c, 'readerCpuFraction');
+  const coalesced = medianOf(c, 'coalescedFraction');
+  const behind = (overflows !== null && overflows > 0) || (coalesced !== null && coalesced > BEHIND_COALESCED);
+  if (cpu !== null && cpu < STARVED_READER && behind && native && c.params['mode'] === 'concurrent') {
+    const lost = [...(overflows ? [`${overflows} overflows`] : []), ...(coalesced !== null && coalesced > BEHIND_COALESCED ? [`${formatPercent(coalesced)} of writes merged`] : [])];
+    notes.push(
+      note(
+        'starved-reader',
+        'warning',
+        `the reader fell behind (${lost.join(', ')}) using only ${formatPercent(cpu)} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).`,
+        { name: 'readerCpuFraction', value: cpu },
+      ),
+    );
+  }
+  if (medianOf(c, 'drainTimedOut') === 1) notes.push(note('drain-timeout', 'warning', 'the drain hit drainTimeout; the queue was not empty.'));
   if (backend === 'fanotify') {
     // fanotify merges a write into any identical queued event, so its event rate is not inotify's.
     const twin = rawTwin(c, all);
@@ -73,18 +97,26 @@ function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): string[] {
     const rawWpe = twin ? medianOf(twin, 'writesPerEvent') : null;
     if (wpe !== null && wpe > 1.5) {
       notes.push(
-        `fanotify merged ${wpe.toFixed(1)} writes into each event (median)${rawWpe !== null && twin ? `, inotify ${rawWpe.toFixed(1)} in ${twin.label}` : ''}: compare writes per event and writes/s, not event rates.`,
+        note(
+          'fanotify-merge',
+          'info',
+          `fanotify merged ${wpe.toFixed(1)} writes into each event (median)${rawWpe !== null && twin ? `, inotify ${rawWpe.toFixed(1)} in ${twin.label}` : ''}: compare writes per event and writes/s, not event rates.`,
+          { name: 'writesPerEvent', value: wpe },
+        ),
       );
     }
   } else if (backend !== 'inotify') {
     const twin = rawTwin(c, all);
     const events = medianOf(c, 'events');
     const rawEvents = twin ? medianOf(twin, 'events') : null;
+    const fraction = twin && events !== null && rawEvents ? events / rawEvents : null;
     const share =
-      twin && events !== null && rawEvents
-        ? ` It delivered ${formatPercent(events / rawEvents)} of the events the raw inotify reader got in ${twin.label}.`
+      fraction !== null && twin
+        ? ` It delivered ${formatPercent(fraction)} of the events the raw inotify reader got in ${twin.label}.`
         : ' Run the same cell with backend: inotify to see what it missed.';
-    notes.push(`${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`);
+    notes.push(
+      note('silent-loss', 'warning', `${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`, fraction === null ? null : { name: 'eventsOfRaw', value: fraction }),
+    );
   }
   return notes;
 }
@@ -95,25 +127,27 @@ function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): string[] {
  * Too few runs alone is left to the cell's noise verdict: it would repeat on every cell of a
  * short matrix and drown the notes that matter.
  */
-function spreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): string[] {
+function spreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): Note[] {
   const maxCv = noise?.maxCv ?? NOISE_DEFAULTS.maxCv;
   const wide = headline.flatMap((m) => {
     const s = c.metrics[m];
-    return s?.cv !== null && s?.cv !== undefined && s.n > 1 && s.cv > maxCv ? [`${m} ${formatCv(s.cv)}`] : [];
+    return s?.cv !== null && s?.cv !== undefined && s.n > 1 && s.cv > maxCv ? [{ m, cv: s.cv }] : [];
   });
   if (wide.length === 0) return [];
-  return [`spread too wide to conclude from (CV ${wide.join(', ')}, above ${formatPercent(maxCv)} over ${c.ok} runs): measure again on a quieter machine or with more repetitions.`];
+  const text = `spread too wide to conclude from (CV ${wide.map((w) => `${w.m} ${formatCv(w.cv)}`).join(', ')}, above ${formatPercent(maxCv)} over ${c.ok} runs): measure again on a quieter machine or with more repetitions.`;
+  return [note('wide-spread', 'warning', text, { name: 'cv', value: Math.max(...wide.map((w) => w.cv)) })];
 }
 
 /** Runs measured while the machine was busy with something else, as their thresholds (stored with each run) judged. */
-function flaggedNote(c: NotelessCell): string[] {
+function flaggedNote(c: NotelessCell): Note[] {
   const i = c.interference;
   if (!i || i.flagged === 0) return [];
   const what = [
     ...(i.maxSteal !== null ? [`steal ${formatPercent(i.maxSteal)}`] : []),
     ...(i.maxOutsideCpu !== null ? [`outside CPU ${formatPercent(i.maxOutsideCpu)} of a CPU`] : []),
   ];
-  return [`${i.flagged} of ${i.runs} runs had interference above the threshold (${what.join(', ')}${i.flagged > 1 ? ' at worst' : ''}).`];
+  const text = `${i.flagged} of ${i.runs} runs had interference above the threshold (${what.join(', ')}${i.flagged > 1 ? ' at worst' : ''}).`;
+  return [note('interference', 'warning', text, { name: 'flaggedRuns', value: i.flagged })];
 }
 
 /** Whether a metric that moves with the interference by `rho` got worse as it rose. */
@@ -126,7 +160,7 @@ function worseWithInterference(c: NotelessCell, metric: string, rho: number): bo
  * A noisy headline metric whose slow runs are the disturbed ones: its spread says more about
  * the machine than about the workload, which a reader of the CV alone would blame.
  */
-function interferenceSpreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): string[] {
+function interferenceSpreadNotes(c: NotelessCell, headline: readonly string[], noise: NoiseOptions | undefined): Note[] {
   const i = c.interference;
   if (!i) return [];
   const maxCv = noise?.maxCv ?? NOISE_DEFAULTS.maxCv;
@@ -136,16 +170,17 @@ function interferenceSpreadNotes(c: NotelessCell, headline: readonly string[], n
     const r = i.correlations[m];
     if (r && r.n >= INTERFERENCE_MIN_RUNS && Math.abs(r.rho) >= INTERFERENCE_RHO && worseWithInterference(c, m, r.rho)) {
       const measure = r.with === 'outsideCpu' ? 'outside CPU' : 'steal';
-      return [`${m}: the slow runs are the ones with interference (rank correlation ${r.rho.toFixed(1)} with ${measure}): the spread is the environment's, not the workload's.`];
+      const text = `${m}: the slow runs are the ones with interference (rank correlation ${r.rho.toFixed(1)} with ${measure}): the spread is the environment's, not the workload's.`;
+      return [note('interference-spread', 'info', text, { name: 'rho', value: r.rho })];
     }
     if (i.flaggedAreOutliers.includes(m)) {
-      return [`${m}: the outlying runs are exactly the ones with interference above the threshold: the spread is the environment's, not the workload's.`];
+      return [note('interference-spread', 'info', `${m}: the outlying runs are exactly the ones with interference above the threshold: the spread is the environment's, not the workload's.`)];
     }
     return [];
   });
 }
 
-export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headline: readonly string[], noise?: NoiseOptions): string[] {
+export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headline: readonly string[], noise?: NoiseOptions): Note[] {
   if (c.ok === 0) return [];
   return [
     ...(c.workload === 'inotify' ? inotifyNotes(c, all) : []),
@@ -160,12 +195,155 @@ export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headlin
  * Under `repetitions: auto`: whether the cell's median got as precise as asked, from its own 95%
  * CI (the interval stats/precision.ts judged it by while it ran).
  */
-function precisionNote(c: NotelessCell): string[] {
+function precisionNote(c: NotelessCell): Note[] {
   const p = c.precision;
   if (!p) return [];
   const m = c.metrics[p.metric];
   const hw = m && m.ciLow !== null && m.ciHigh !== null && m.median !== 0 ? (m.ciHigh - m.ciLow) / 2 / Math.abs(m.median) : null;
   const asked = `the ±${formatPercent(p.target)} asked for (repetitions: auto)`;
-  if (hw !== null && hw <= p.target) return [`the median of ${p.metric} is known to ±${formatPercent(hw)} (95% CI) after ${c.ok} runs: within ${asked}.`];
-  return [`the median of ${p.metric} is ${hw === null ? 'without a 95% CI' : `known only to ±${formatPercent(hw)} (95% CI)`} after ${c.ok} runs: short of ${asked}.`];
+  const figure = hw === null ? null : { name: 'ciHalfWidth', value: hw };
+  if (hw !== null && hw <= p.target) return [note('precision-reached', 'info', `the median of ${p.metric} is known to ±${formatPercent(hw)} (95% CI) after ${c.ok} runs: within ${asked}.`, figure)];
+  return [
+    note('precision-short', 'warning', `the median of ${p.metric} is ${hw === null ? 'without a 95% CI' : `known only to ±${formatPercent(hw)} (95% CI)`} after ${c.ok} runs: short of ${asked}.`, figure),
+  ];
+}
+
+/** What a summary over cells says of a kind, given the range of its figure ('' when none). */
+const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[]) => string>> = {
+  overflow: (r, cells) => {
+    const fanotify = cells.filter((c) => c.params['backend'] === 'fanotify').length;
+    const record = fanotify === 0 ? 'IN_Q_OVERFLOW' : fanotify === cells.length ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW or FAN_Q_OVERFLOW';
+    return `${r} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`;
+  },
+  'starved-reader': (r) =>
+    `the reader fell behind using only ${r} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput there (try readerNice or pin).`,
+  'drain-timeout': () => 'the drain hit drainTimeout; the queue was not empty.',
+  'fanotify-merge': (r) => `fanotify merged ${r} writes into each event (median): compare writes per event and writes/s, not event rates.`,
+  'silent-loss': (r) =>
+    `the watcher library cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
+  'wide-spread': (r) => `spread too wide to conclude from (CV ${r}): measure again on a quieter machine or with more repetitions.`,
+  interference: (r) => `${r} runs per cell had interference above the threshold.`,
+  'interference-spread': () => "the slow runs are the ones with interference: the spread is the environment's, not the workload's.",
+  'precision-reached': (r) => `the median is known to ±${r} (95% CI): within what repetitions: auto asked for.`,
+  'precision-short': (r) => `the median is known${r ? ` only to ±${r} (95% CI)` : ' without a 95% CI'}: short of what repetitions: auto asked for.`,
+};
+
+function formatFigure(name: string, x: number): string {
+  switch (name) {
+    case 'readerCpuFraction':
+    case 'eventsOfRaw':
+    case 'ciHalfWidth':
+      return formatPercent(x);
+    case 'cv':
+      return formatCv(x);
+    case 'writesPerEvent':
+    case 'rho':
+      return x.toFixed(1);
+    default:
+      return formatNumber(x);
+  }
+}
+
+/** A cell as the note groups read it. */
+export type NotedCell = Pick<CellReport, 'cellId' | 'machine' | 'label' | 'workload' | 'params' | 'findings'>;
+
+/** Cells named by their labels, at most `max`, then how many more. */
+function someLabels(cells: readonly NotedCell[], severalMachines: boolean, max: number): string {
+  const named = cells.slice(0, max).map((c) => `${c.label}${severalMachines ? ` @${c.machine}` : ''}`);
+  return cells.length > max ? `${named.join('; ')} and ${cells.length - max} more` : named.join('; ');
+}
+
+/**
+ * Which cells of `universe` the group's are, in a few words: the values of each varying
+ * parameter they are limited to (when those values pick out exactly these cells), else their labels.
+ */
+function whichCells(group: readonly NotedCell[], universe: readonly NotedCell[], severalMachines: boolean): string {
+  if (group.length === universe.length) return 'every cell';
+  const keys = [...new Set(universe.flatMap((c) => Object.keys(c.params)))];
+  const constraints: { key: string; values: Set<unknown> }[] = [];
+  const said: string[] = [];
+  const machinesOf = (cells: readonly NotedCell[]) => new Set(cells.map((c) => c.machine));
+  const ourMachines = machinesOf(group);
+  if (severalMachines && ourMachines.size < machinesOf(universe).size) said.push(`on ${[...ourMachines].join(', ')}`);
+  for (const key of keys) {
+    const all = [...new Set(universe.map((c) => c.params[key]))];
+    const ours = new Set(group.map((c) => c.params[key]));
+    if (all.length < 2 || ours.size === all.length) continue;
+    constraints.push({ key, values: ours });
+    const workload = group[0]?.workload;
+    const spec = workload ? WORKLOADS[workload].params[key] : undefined;
+    const fmt = (v: unknown) => (spec && (typeof v === 'number' || typeof v === 'string' || typeof v === 'boolean') ? formatParam(spec, v) : String(v));
+    const sorted = all.every((v) => typeof v === 'number') ? [...all].sort((a, b) => a - b) : all;
+    const idx = sorted.flatMap((v, i) => (ours.has(v) ? [i] : []));
+    const first = idx[0] ?? 0;
+    const last = idx.at(-1) ?? 0;
+    const contiguous = last - first + 1 === idx.length;
+    const values = idx.map((i) => sorted[i]);
+    if (values.length === 1) said.push(`${key}=${fmt(values[0])}`);
+    else if (contiguous && values.length >= 3) said.push(`${key} ${fmt(sorted[first])} to ${fmt(sorted[last])}`);
+    else if (values.length <= 5) said.push(`${key} ${values.map(fmt).join(', ')}`);
+    else said.push(`${key} ${fmt(sorted[first])} to ${fmt(sorted[last])} (${values.length} of ${all.length} values)`);
+  }
+  const count = (ks: readonly { key: string; values: Set<unknown> }[]) =>
+    universe.filter((c) => ourMachines.has(c.machine) && ks.every((k) => k.values.has(c.params[k.key]))).length;
+  if (said.length > 0 && count(constraints) === group.length) {
+    // Only the values needed to pick the cells out: `mode=drain`, not `bufferBytes=4KiB, mode=drain` when only that cell drains.
+    const machinesSaid = said.length - constraints.length;
+    const keep = constraints.map(() => true);
+    for (let i = 0; i < constraints.length; i++) {
+      keep[i] = false;
+      if (count(constraints.filter((_, j) => keep[j])) !== group.length) keep[i] = true;
+    }
+    return said.filter((_, i) => i < machinesSaid || keep[i - machinesSaid]).join(', ');
+  }
+  return group.length <= 6 ? someLabels(group, severalMachines, 6) : `${said.length > 0 ? `some with ${said.join(', ')}: ` : ''}${someLabels(group, severalMachines, 3)}`;
+}
+
+/**
+ * The report's notes, one group per kind over the cells that have it, in the order kinds first
+ * appear: a kind on several cells is said once with which cells and the range of its figure;
+ * on one cell it is that cell's own sentence, named by its label.
+ */
+export function groupNotes(cells: readonly NotedCell[], severalMachines: boolean): NoteGroup[] {
+  const byKind = new Map<NoteKind, { cell: NotedCell; note: Note }[]>();
+  for (const cell of cells) {
+    for (const n of cell.findings) {
+      const list = byKind.get(n.kind);
+      if (list) list.push({ cell, note: n });
+      else byKind.set(n.kind, [{ cell, note: n }]);
+    }
+  }
+  const ref = (c: NotedCell): NoteCellRef => ({ cellId: c.cellId, machine: c.machine, label: c.label });
+  const groups: NoteGroup[] = [];
+  for (const [kind, items] of byKind) {
+    const noted = [...new Set(items.map((i) => i.cell))];
+    const first = items[0];
+    if (!first) continue;
+    if (noted.length === 1) {
+      for (const { cell, note: n } of items) {
+        groups.push({
+          kind,
+          severity: n.severity,
+          text: `${cell.label}${severalMachines ? ` @${cell.machine}` : ''}: ${n.text}`,
+          cells: [ref(cell)],
+          figure: n.figure ? { name: n.figure.name, min: n.figure.value, max: n.figure.value } : null,
+        });
+      }
+      continue;
+    }
+    const figures = items.flatMap((i) => (i.note.figure ? [i.note.figure] : []));
+    const name = figures[0]?.name;
+    const values = figures.filter((f) => f.name === name).map((f) => f.value);
+    const figure = name === undefined || values.length === 0 ? null : { name, min: Math.min(...values), max: Math.max(...values) };
+    const range = figure ? (figure.min === figure.max ? formatFigure(figure.name, figure.min) : `${formatFigure(figure.name, figure.min)} to ${formatFigure(figure.name, figure.max)}`) : '';
+    const universe = cells.filter((c) => noted.some((n) => n.workload === c.workload));
+    groups.push({
+      kind,
+      severity: items.some((i) => i.note.severity === 'warning') ? 'warning' : 'info',
+      text: `${noted.length} of ${universe.length} cells (${whichCells(noted, universe, severalMachines)}): ${GIST[kind](range, noted)}`,
+      cells: noted.map(ref),
+      figure,
+    });
+  }
+  return groups;
 }

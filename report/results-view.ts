@@ -80,7 +80,7 @@ function preamble(report: Report): string[] {
 
 export function reportDoc(report: Report): Doc {
   const knees = kneesTable(report);
-  return { title: report.title, preamble: preamble(report), tables: [cellsTable(report), ...(knees ? [knees] : [])], notes: report.notes };
+  return { title: report.title, preamble: preamble(report), tables: [cellsTable(report), ...(knees ? [knees] : [])], notes: report.notes.map((g) => g.text) };
 }
 
 const STAT_FIELDS = ['n', 'median', 'mean', 'stddev', 'cv', 'min', 'max', 'ciLow', 'ciHigh', 'ciLevel', 'outliers', 'noisy'] as const;

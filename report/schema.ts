@@ -8,7 +8,7 @@ import { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams } from '../contract/matrix.js';
 import { DIRECTIONS } from '../contract/metrics.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
-import type { Report } from './model.js';
+import { NOTE_KINDS, type Report } from './model.js';
 
 const bytes = z.number().int().nonnegative().nullable();
 
@@ -26,6 +26,21 @@ const MetricStatsSchema = z.object({
   noisy: z.boolean().describe('too few runs or a CV above 10%'),
   noise: z.array(z.string()),
   outliers: z.number().int().describe('values with a modified z-score above 3.5'),
+});
+
+const NoteSchema = z.object({
+  kind: z.enum(NOTE_KINDS),
+  severity: z.enum(['warning', 'info']),
+  text: z.string(),
+  figure: z.object({ name: z.string(), value: z.number() }).nullable().describe('the figure the note states for its cell'),
+});
+
+const NoteGroupSchema = z.object({
+  kind: z.enum(NOTE_KINDS),
+  severity: z.enum(['warning', 'info']),
+  text: z.string(),
+  cells: z.array(z.object({ cellId: z.string(), machine: z.string(), label: z.string() })),
+  figure: z.object({ name: z.string(), min: z.number(), max: z.number() }).nullable().describe("the range of the notes' figure over the cells"),
 });
 
 const CellReportSchema = z.object({
@@ -46,7 +61,8 @@ const CellReportSchema = z.object({
     z.object({ count: z.number(), p50: z.number().nullable(), p90: z.number().nullable(), p99: z.number().nullable(), max: z.number().nullable() }),
   ),
   noise: z.object({ noisy: z.boolean(), reasons: z.array(z.string()) }),
-  notes: z.array(z.string()),
+  notes: z.array(z.string()).describe("the cell's notes as sentences (findings' texts)"),
+  findings: z.array(NoteSchema),
   samples: z.record(z.string(), z.array(z.number())).optional(),
 });
 
@@ -85,7 +101,7 @@ export const ReportSchema = z
         kneeOverL3: z.number().nullable(),
       }),
     ),
-    notes: z.array(z.string()),
+    notes: z.array(NoteGroupSchema).describe("every cell's notes, one group per kind, summarised over the cells that have it"),
   })
   .describe("A result set's statistics per cell and machine, notes, noise verdicts and knees");
 

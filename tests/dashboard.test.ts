@@ -310,6 +310,45 @@ describe('dashboard in headless Chromium', () => {
     expect(problems()).toEqual([]);
   });
 
+  it('shows a sweep\'s charts first, then its notes said once per kind, each cell keeping its own in its row', async () => {
+    // examples/inotify-buffer-sweep.yaml's shape: every cell on the default queue overflows with a starved reader.
+    const matrix: MatrixInput = {
+      name: 'sweep-notes',
+      workload: 'inotify',
+      repetitions: 3,
+      params: { writers: 128, files: [128, 1024], bufferBytes: ['1KiB', '4KiB', '16KiB', '64KiB', '256KiB', '1MiB'], maxQueuedEvents: [16384, 1048576] },
+    };
+    const runs = syntheticRuns({ matrix, machine: { machine: 'laptop', l3Bytes: 8 * MiB }, seed: 5, noise: 0.01 }).map((r) =>
+      r.state === 'ok' && r.params['maxQueuedEvents'] === 16384 ? { ...r, metrics: { ...r.metrics, overflows: 500 + r.repetition, readerCpuFraction: 0.2 } } : r,
+    );
+    const id = await upload(runs);
+    await open(`#/matrix/${id}`);
+    const order = z
+      .object({ chartsFirst: z.boolean(), items: z.number(), kinds: z.array(z.string()), cellNotes: z.number(), cells: z.number() })
+      .parse(
+        await page().evaluate(`(() => {
+          const charts = document.querySelector('main .charts');
+          const notes = document.querySelector('main section.notes-section');
+          return {
+            chartsFirst: Boolean(charts && notes && (charts.compareDocumentPosition(notes) & Node.DOCUMENT_POSITION_FOLLOWING)),
+            items: notes.querySelectorAll('li').length,
+            kinds: [...notes.querySelectorAll('li')].map((li) => li.dataset.kind),
+            cellNotes: document.querySelectorAll('table.cells td.cell-notes li').length,
+            cells: document.querySelectorAll('table.cells tbody tr').length,
+          };
+        })()`),
+      );
+    expect(order.cells).toBe(24);
+    expect(order.chartsFirst).toBe(true);
+    // 12 cells with two notes each: two items, one per kind, and 24 sentences in the cells' rows.
+    expect(order.kinds).toEqual(['overflow', 'starved-reader']);
+    expect(order.items).toBeLessThan(order.cells);
+    expect(order.cellNotes).toBe(24);
+    const texts = await page().locator('ul.report-notes li').allTextContents();
+    expect(texts[0]).toBe('12 of 24 cells (maxQueuedEvents=16384): 501 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.');
+    expect(problems()).toEqual([]);
+  });
+
   it('follows a running matrix live through server-sent events', async () => {
     const spec = parseMatrix({ name: 'live', workload: 'noop', repetitions: 2, warmup: 0, params: { value: [1, 2] } });
     const cells = expandMatrix(spec);

@@ -138,11 +138,21 @@ describe('one matrix on two machines, read every way', () => {
       const drain = report.cells.find((c) => c.machine === machine && c.params['mode'] === 'drain');
       expect(drain?.metrics['overflows']?.median).toBeGreaterThan(0);
       expect(drain?.notes.join(' ')).toMatch(/IN_Q_OVERFLOW per run \(median\): the kernel dropped events/);
-      expect(report.notes).toContain(`bufferBytes=4KiB mode=drain @${machine}: ${drain?.notes[0] ?? ''}`);
+      expect(drain?.findings[0]?.kind).toBe('overflow');
       // Three runs are too few to conclude anything: every cell's verdict says so.
       expect(drain?.noise.noisy).toBe(true);
       expect(drain?.noise.reasons).toContainEqual(expect.stringMatching(/^only 3 runs \(at least 5 needed/));
     }
+  });
+
+  it('says the overflow once for both machines, naming their drain cells', () => {
+    const overflow = rest.report.notes.find((g) => g.kind === 'overflow');
+    const named = overflow?.cells.map((c) => `${c.label} @${c.machine}`) ?? [];
+    for (const m of MACHINES) expect(named).toContain(`bufferBytes=4KiB mode=drain @${m}`);
+    // The drain cells always overflow; a busy machine may add concurrent ones.
+    expect(overflow?.text).toMatch(new RegExp(`^${named.length} of 10 cells \\(.+\\): \\d+( to \\d+)? IN_Q_OVERFLOW per run \\(median\\): the kernel dropped events`));
+    if (named.length === 2) expect(overflow?.text).toMatch(/^2 of 10 cells \(mode=drain\): /);
+    expect(rest.report.notes.filter((g) => g.kind === 'overflow')).toHaveLength(1);
   });
 
   it('`fsbench results --format json` is the REST answer', async () => {
@@ -174,7 +184,7 @@ describe('one matrix on two machines, read every way', () => {
     const md = await cli(['results', id, '--format', 'md'], { FSBENCH_URL: coordinator.url });
     const lines = new Set(md.split('\n'));
     for (const c of rest.report.cells) for (const metric of HEADLINE) expect(lines).toContain(markdownRow(rest.report, c, metric));
-    expect(markdownNotes(md)).toEqual(rest.report.notes);
+    expect(markdownNotes(md)).toEqual(rest.report.notes.map((g) => g.text));
     // The REST Markdown is the same text.
     expect(await client.text(`/v1/matrices/${id}/results?format=md`)).toBe(md);
   });
@@ -198,7 +208,7 @@ describe('one matrix on two machines, read every way', () => {
       for (const metric of HEADLINE) expect(row?.medians[metric]).toBe(formatNumber(c.metrics[metric]?.median));
     }
     const notes = await browser.page.locator('ul.report-notes li').allTextContents();
-    expect(notes).toEqual(rest.report.notes);
+    expect(notes).toEqual(rest.report.notes.map((g) => g.text));
     const knees = await browser.page.locator('table.knees tbody tr').allInnerTexts();
     expect(knees).toHaveLength(rest.report.knees.length);
     rest.report.knees.forEach((k, i) => {
@@ -223,7 +233,7 @@ describe('fsbench run and the coordinator, on the same runs', () => {
       const uploaded = await cli(['upload', out], { FSBENCH_URL: coordinator.url });
       const upId = /^matrix (\S+):/m.exec(uploaded)?.[1] ?? '';
       const served = Results.parse(await client.json('GET', `/v1/matrices/${upId}/results`));
-      expect(served.report.notes).toEqual(printed);
+      expect(served.report.notes.map((g) => g.text)).toEqual(printed);
       expect(markdownNotes(await cli(['results', upId, '--format', 'md'], { FSBENCH_URL: coordinator.url }))).toEqual(printed);
     } finally {
       await rm(dir, { recursive: true, force: true });

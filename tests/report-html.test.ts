@@ -178,6 +178,17 @@ describe('fsbench report --html', () => {
     const overflowed = page.cells.find((c) => c.label === 'files=128 bufferBytes=4KiB');
     expect(overflowed?.notes.join(' ')).toMatch(/7 IN_Q_OVERFLOW per run \(median\): the kernel dropped events/);
     expect(page.cells.find((c) => c.label === 'files=128 bufferBytes=16KiB')?.notes).toEqual([]);
+    // The charts come first, then the notes, one item per kind.
+    const layout = z
+      .object({ chartsFirst: z.boolean(), kinds: z.array(z.string()) })
+      .parse(
+        await browser.page.evaluate(`({
+          chartsFirst: Boolean(document.getElementById('charts-section').compareDocumentPosition(document.getElementById('notes')) & Node.DOCUMENT_POSITION_FOLLOWING),
+          kinds: [...document.querySelectorAll('#notes li')].map((li) => li.dataset.kind),
+        })`),
+      );
+    expect(layout.chartsFirst).toBe(true);
+    expect(layout.kinds).toEqual(['overflow']);
     expect(offFile).toEqual([]);
     expect(browser.problems).toEqual([]);
   });

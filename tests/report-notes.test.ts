@@ -1,0 +1,186 @@
+/**
+ * The report's notes: each kind appears where the measurements call for it and not where they
+ * do not, a diagnosis follows from the numbers (a reader that kept up is not starved, whatever
+ * its CPU share), and notes of one kind are said once over the cells that have them. Synthetic
+ * runs (tests/fixtures/synthetic.ts) with the metrics each case needs planted.
+ */
+import { describe, expect, it } from 'vitest';
+import type { MatrixInput } from '../contract/matrix.js';
+import type { RunResult } from '../contract/result.js';
+import { buildReport } from '../report/build.js';
+import { formatReadableDuration } from '../report/format.js';
+import { NOTE_KINDS, type NoteKind, type Report } from '../report/model.js';
+import { ReportSchema } from '../report/schema.js';
+import { reportDoc } from '../report/results-view.js';
+import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
+
+type Metrics = Record<string, number | null>;
+
+/** Runs of one inotify matrix with `patch` applied to each ok run's metrics (given the run). */
+function runs(params: MatrixInput['params'], patch: (r: RunResult, i: number) => Metrics = () => ({}), repetitions = 6): RunResult[] {
+  const all = syntheticRuns({ matrix: { name: 'notes', workload: 'inotify', repetitions, warmup: 0, params }, machine: { machine: 'm1' }, noise: 0 });
+  return all.map((r, i) => (r.state === 'ok' ? { ...r, metrics: { ...r.metrics, ...patch(r, i) } } : r));
+}
+
+/** A raw reader that read every write: events = writes, no overflow. */
+const keptUp = (r: RunResult): Metrics => {
+  const writes = r.state === 'ok' ? Number(r.metrics['writes']) : 0;
+  return { events: writes, coalescedFraction: 0, writesPerEvent: 1, overflows: 0 };
+};
+
+const kindsOf = (report: Report) => report.cells.flatMap((c) => c.findings.map((n) => n.kind));
+
+describe('the starved-reader note follows from the measurements', () => {
+  it('is absent when the reader read every write at 22% of a CPU (inotify-quick on a quiet machine)', () => {
+    const report = buildReport(runs({ backend: 'inotify', writers: 8, files: 128, duration: '1s' }, (r) => ({ ...keptUp(r), readerCpuFraction: 0.22 })), { title: 't' });
+    expect(kindsOf(report)).not.toContain('starved-reader');
+    expect(report.cells[0]?.notes.join(' ')).not.toMatch(/starved/);
+  });
+
+  it('appears when the reader overflowed on little CPU, naming what it lost', () => {
+    const report = buildReport(runs({ backend: 'inotify' }, (r) => ({ ...keptUp(r), overflows: 7, readerCpuFraction: 0.2 })), { title: 't' });
+    const starved = report.cells[0]?.findings.find((n) => n.kind === 'starved-reader');
+    expect(starved?.text).toBe(
+      'the reader fell behind (7 overflows) using only 20% of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).',
+    );
+    expect(starved?.figure).toEqual({ name: 'readerCpuFraction', value: 0.2 });
+  });
+
+  it('appears when the kernel merged many writes (the reader behind) without an overflow', () => {
+    const report = buildReport(runs({ backend: 'inotify' }, () => ({ overflows: 0, coalescedFraction: 0.45, readerCpuFraction: 0.23 })), { title: 't' });
+    expect(report.cells[0]?.findings.find((n) => n.kind === 'starved-reader')?.text).toMatch(/^the reader fell behind \(45% of writes merged\) using only 23% of a CPU/);
+  });
+
+  it('is absent when the reader fell behind on a whole CPU: slow, not starved', () => {
+    const report = buildReport(runs({ backend: 'inotify' }, () => ({ overflows: 7, coalescedFraction: 0.45, readerCpuFraction: 0.97 })), { title: 't' });
+    expect(kindsOf(report)).toContain('overflow');
+    expect(kindsOf(report)).not.toContain('starved-reader');
+  });
+});
+
+/** For each kind: runs where the note must appear, and runs where it must not. */
+const CASES: Readonly<Record<NoteKind, { present: () => Report; absent: () => Report }>> = {
+  overflow: {
+    present: () => buildReport(runs({}, () => ({ overflows: 3 })), { title: 't' }),
+    absent: () => buildReport(runs({}, () => ({ overflows: 0 })), { title: 't' }),
+  },
+  'starved-reader': {
+    present: () => buildReport(runs({}, () => ({ overflows: 3, readerCpuFraction: 0.1 })), { title: 't' }),
+    absent: () => buildReport(runs({}, (r) => ({ ...keptUp(r), readerCpuFraction: 0.1 })), { title: 't' }),
+  },
+  'drain-timeout': {
+    present: () => buildReport(runs({ mode: 'drain' }, () => ({ drainTimedOut: 1 })), { title: 't' }),
+    absent: () => buildReport(runs({ mode: 'drain' }, () => ({ drainTimedOut: 0 })), { title: 't' }),
+  },
+  'fanotify-merge': {
+    present: () => buildReport(runs({ backend: ['inotify', 'fanotify'] }, (r): Metrics => (r.params['backend'] === 'fanotify' ? { writesPerEvent: 3 } : {})), { title: 't' }),
+    absent: () => buildReport(runs({ backend: ['inotify', 'fanotify'] }, () => ({ writesPerEvent: 1.1 })), { title: 't' }),
+  },
+  'silent-loss': {
+    present: () => buildReport(runs({ backend: ['inotify', 'parcel'], watch: 'dir' }, (r): Metrics => (r.params['backend'] === 'parcel' ? { overflows: null } : {})), { title: 't' }),
+    absent: () => buildReport(runs({ backend: ['inotify', 'fanotify'] }), { title: 't' }),
+  },
+  'wide-spread': {
+    present: () => buildReport(runs({}, (_, i) => ({ eventsPerSec: [900_000, 500_000, 700_000, 300_000, 800_000, 400_000][i % 6] ?? 0 })), { title: 't' }),
+    absent: () => buildReport(runs({}), { title: 't' }),
+  },
+  interference: {
+    present: () => buildReport(runs({}).map((r, i) => (r.state === 'ok' ? { ...r, interference: syntheticInterference(i === 0 ? 0.6 : 0) } : r)), { title: 't' }),
+    absent: () => buildReport(runs({}).map((r) => (r.state === 'ok' ? { ...r, interference: syntheticInterference(0.01) } : r)), { title: 't' }),
+  },
+  'interference-spread': {
+    // The rate falls as the outside CPU rises: the slow runs are the disturbed ones.
+    present: () =>
+      buildReport(
+        runs({}, (_, i) => ({ eventsPerSec: [900_000, 780_000, 650_000, 520_000, 400_000, 280_000][i % 6] ?? 0 })).map((r, i) =>
+          r.state === 'ok' ? { ...r, interference: syntheticInterference([0, 0.05, 0.2, 0.4, 0.6, 0.9][i % 6] ?? 0) } : r,
+        ),
+        { title: 't' },
+      ),
+    absent: () =>
+      buildReport(
+        runs({}, (_, i) => ({ eventsPerSec: [900_000, 780_000, 650_000, 520_000, 400_000, 280_000][i % 6] ?? 0 })).map((r, i) =>
+          r.state === 'ok' ? { ...r, interference: syntheticInterference([0.04, 0.01, 0.06, 0.02, 0.05, 0.03][i % 6] ?? 0) } : r,
+        ),
+        { title: 't' },
+      ),
+  },
+  'precision-reached': {
+    present: () => buildReport(runs({}), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
+    absent: () => buildReport(runs({}, (_, i) => ({ eventsPerSec: [900_000, 500_000, 700_000, 300_000, 800_000, 400_000][i % 6] ?? 0 })), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
+  },
+  'precision-short': {
+    present: () => buildReport(runs({}, (_, i) => ({ eventsPerSec: [900_000, 500_000, 700_000, 300_000, 800_000, 400_000][i % 6] ?? 0 })), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
+    absent: () => buildReport(runs({}), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
+  },
+};
+
+describe('every kind of note', () => {
+  for (const kind of NOTE_KINDS) {
+    it(`${kind}: appears where the measurements call for it, and not otherwise`, () => {
+      const present = CASES[kind].present();
+      const absent = CASES[kind].absent();
+      expect(kindsOf(present)).toContain(kind);
+      expect(kindsOf(absent)).not.toContain(kind);
+      // The served shape holds typed notes and their groups.
+      expect(() => ReportSchema.parse(present)).not.toThrow();
+      expect(present.notes.map((g) => g.kind)).toContain(kind);
+      // A cell's sentences are its typed notes' texts.
+      for (const c of present.cells) expect(c.notes).toEqual(c.findings.map((n) => n.text));
+    });
+  }
+});
+
+describe('notes of one kind over many cells', () => {
+  // The buffer sweep's shape: the default queue overflows at every buffer size, the large one never does.
+  const sweep = () =>
+    buildReport(
+      runs(
+        { writers: 128, files: [128, 1024], bufferBytes: ['1KiB', '4KiB', '16KiB', '64KiB'], maxQueuedEvents: [16384, 1048576] },
+        (r) => (r.params['maxQueuedEvents'] === 16384 ? { overflows: 1000 + Number(r.params['bufferBytes']) / 64, readerCpuFraction: 0.2 } : { overflows: 0, readerCpuFraction: 0.6 }),
+        3,
+      ),
+      { title: 'sweep' },
+    );
+
+  it('are said once, with which cells and the range of the figure, while each cell keeps its own', () => {
+    const report = sweep();
+    expect(report.cells).toHaveLength(16);
+    const overflow = report.notes.find((g) => g.kind === 'overflow');
+    expect(overflow?.cells).toHaveLength(8);
+    expect(overflow?.figure).toEqual({ name: 'overflows', min: 1016, max: 2024 });
+    expect(overflow?.text).toBe(
+      '8 of 16 cells (maxQueuedEvents=16384): 1016 to 2024 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.',
+    );
+    const starved = report.notes.find((g) => g.kind === 'starved-reader');
+    expect(starved?.text).toMatch(/^8 of 16 cells \(maxQueuedEvents=16384\): the reader fell behind using only 20% of a CPU/);
+    // One line per kind, not one per cell.
+    expect(report.notes.map((g) => g.kind)).toEqual(['overflow', 'starved-reader']);
+    expect(reportDoc(report).notes).toEqual(report.notes.map((g) => g.text));
+    // Each noted cell keeps its own sentence with its own number.
+    const cell = report.cells.find((c) => c.params['maxQueuedEvents'] === 16384 && c.params['bufferBytes'] === 1024 && c.params['files'] === 128);
+    expect(cell?.notes[0]).toBe('1016 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.');
+    expect(report.cells.filter((c) => c.params['maxQueuedEvents'] === 1048576).every((c) => c.findings.length === 0)).toBe(true);
+  });
+
+  it('name the cells by their labels when no parameter values pick them out', () => {
+    const report = buildReport(
+      runs({ files: [128, 1024], bufferBytes: ['1KiB', '4KiB'] }, (r) => ({ overflows: (r.params['files'] === 128 && r.params['bufferBytes'] === 1024) || (r.params['files'] === 1024 && r.params['bufferBytes'] === 4096) ? 5 : 0 }), 3),
+      { title: 't' },
+    );
+    const overflow = report.notes.find((g) => g.kind === 'overflow');
+    expect(overflow?.cells.map((c) => c.label)).toEqual(['files=128 bufferBytes=1KiB', 'files=1024 bufferBytes=4KiB']);
+    expect(overflow?.text).toMatch(/^2 of 4 cells \(files=128 bufferBytes=1KiB; files=1024 bufferBytes=4KiB\): 5 IN_Q_OVERFLOW per run \(median\): the kernel dropped events/);
+  });
+
+  it('keep a kind seen on one cell as that cell’s sentence, named by its label', () => {
+    const report = buildReport(runs({ bufferBytes: ['1KiB', '4KiB'] }, (r) => ({ overflows: r.params['bufferBytes'] === 1024 ? 9 : 0 }), 3), { title: 't' });
+    expect(report.notes.map((g) => g.text)).toEqual(['bufferBytes=1KiB: 9 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.']);
+  });
+});
+
+describe('a duration a person reads', () => {
+  it('rounds to the unit it shows', () => {
+    expect([850, 42_400, 1_747_200, 7_500_000, 3 * 86_400_000 + 4 * 3_600_000].map(formatReadableDuration)).toEqual(['850 ms', '42 s', '29 min', '2 h 05 min', '3 d 4 h']);
+  });
+});
