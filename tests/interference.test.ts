@@ -5,6 +5,8 @@
  * from one whose spread is its own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Interference } from '../contract/interference.js';
@@ -68,28 +70,66 @@ describe('interference of a real run', () => {
     }
   });
 
-  it('does not flag a run on a quiet machine, whose outside CPU stays below the threshold', async () => {
+  it('does not flag a run on a quiet machine, whose outside CPU stays below the threshold', async (ctx) => {
     const scratch = tempDir('fsbench-interference-');
     try {
-      // The suite runs one file at a time, but the machine's own daemons wake now and then: a
-      // quiet second among fifteen is all this asks for, and none is a failure that says why.
-      let quiet: Interference | undefined;
-      const seen: Interference[] = [];
-      for (let attempt = 0; attempt < 15 && !quiet; attempt++) {
-        const i = interferenceOf(await runOnce(sleepCell(), scratch.dir));
-        seen.push(i);
-        if (i.flagged.length === 0) quiet = i;
+      // Whether the machine was quiet is measured here too, around each run: /proc/stat's busy and
+      // steal ticks less this process's and its children's CPU, over a window that holds the run's.
+      // Outside CPU only adds up, so where this window saw almost none the run cannot have seen
+      // more, and must be unflagged: every such run, not one lucky run in many. The machine's own
+      // daemons (or other work on a shared machine) make some windows busy: there the run's figure
+      // must still agree with the one measured here, and its flag with its figure.
+      const quiet: { run: Interference; outside: number; steal: number }[] = [];
+      const seen: string[] = [];
+      for (let attempt = 0; attempt < 15 && quiet.length < 3; attempt++) {
+        const before = hostCpu();
+        const run = interferenceOf(await runOnce(sleepCell(), scratch.dir));
+        const after = hostCpu();
+        const wallMs = after.atMs - before.atMs;
+        const outsideMs = Math.max(0, after.busyMs - before.busyMs - (after.ownMs - before.ownMs));
+        const outside = outsideMs / wallMs;
+        const steal = (after.stealMs - before.stealMs) / wallMs;
+        seen.push(`${outside.toFixed(3)}/${String(run.outsideCpuFraction)}${run.flagged.length > 0 ? ` (${run.flagged.join('+')})` : ''}`);
+        // CPU time within this window, and missing at most what ran in its few extra milliseconds
+        // (on every CPU); TICK_SLACK_MS for the 10 ms ticks of two CPUs, read twice on each side.
+        expect(run.outsideCpuMs).not.toBeNull();
+        expect(run.outsideCpuMs ?? Infinity).toBeLessThanOrEqual(outsideMs + TICK_SLACK_MS);
+        expect(run.outsideCpuMs ?? 0).toBeGreaterThanOrEqual(outsideMs - (wallMs - run.wallMs) * os.availableParallelism() - TICK_SLACK_MS);
+        expect(run.flagged.includes('outsideCpu')).toBe((run.outsideCpuFraction ?? 0) > run.thresholds.maxOutsideCpu);
+        // 0.04 CPU: under 0.1 (the threshold) even with TICK_SLACK_MS added to a one-second run.
+        if (outside < 0.04 && steal < 0.01) quiet.push({ run, outside, steal });
       }
-      if (!quiet) throw new Error(`no run of 15 was unflagged: outside CPU ${seen.map((i) => i.outsideCpuFraction).join(', ')} CPUs, steal ${seen.map((i) => i.stealFraction).join(', ')}`);
-      expect(quiet.outsideCpuFraction).not.toBeNull();
-      expect(quiet.outsideCpuFraction ?? 1).toBeLessThan(0.1);
-      expect(quiet.ownCpuMs).toBeLessThan(500);
-      process.stdout.write(`quiet run interference: ${JSON.stringify(quiet)}\n`);
+      // Busy throughout (other work on a shared machine): the runs agreed with the measurement, but
+      // none shows what this test is about. Said as a skip, neither a pass nor a failure.
+      if (quiet.length === 0) ctx.skip(`the machine was never quiet for a second in 15 (outside CPU measured here / by the run: ${seen.join(', ')})`);
+      for (const q of quiet) {
+        expect(q.run.flagged, `a run in a quiet window was flagged: ${JSON.stringify(q)}`).toEqual([]);
+        expect(q.run.outsideCpuFraction).not.toBeNull();
+        expect(q.run.ownCpuMs).toBeLessThan(500);
+      }
+      process.stdout.write(`quiet windows: ${quiet.length}; outside CPU here/by the run: ${seen.join(', ')}\n`);
     } finally {
       scratch.remove();
     }
   });
 });
+
+/** Two CPUs' 10 ms ticks, each counter read twice: what two /proc/stat readings can differ by for no CPU time at all. */
+const TICK_SLACK_MS = 40;
+
+/**
+ * Host-wide busy (user + nice + system + irq + softirq) and steal time from /proc/stat, and this
+ * process's own CPU with its reaped children's, in ms: read by the test, not by host/interference.ts.
+ */
+function hostCpu(): { atMs: number; busyMs: number; stealMs: number; ownMs: number } {
+  const atMs = performance.now();
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+  const self = readFileSync('/proc/self/stat', 'utf8');
+  const [, , , , , , , , , , , , , cutime = 0, cstime = 0] = self.slice(self.lastIndexOf(')') + 2).split(' ').map(Number);
+  const own = process.cpuUsage();
+  return { atMs, busyMs: (user + nice + system + irq + softirq) * 10, stealMs: steal * 10, ownMs: (own.user + own.system) / 1000 + (cutime + cstime) * 10 };
+}
 
 const Results = z.object({ runs: z.array(z.object({ state: z.string(), interference: Interference.optional() }).loose()) });
 

@@ -112,8 +112,11 @@ describe('agent liveness by the Redis server clock', () => {
     await writeStatus(redis, c.prefix, entry('b-behind', 'host-b', -3 * HOUR, 60_000));
     // Placements choose among enrolled hosts only: this simulated one is enrolled as a real one would be.
     await preEnroll(cluster.redis().url, c.prefix, cluster.jobPrivateKey, await stateDir(), 'host-b', 'b-behind');
-    const submitted = (await api.json('POST', '/v1/matrices', { name: 'skew', workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: [1] } })) as { runs: number };
-    expect(submitted.runs).toBe(2);
+    const submitted = (await api.json('POST', '/v1/matrices', { name: 'skew', workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: [1] } })) as { id: string; runs: number };
+    // Which hosts, not how many runs: host-a twice and host-b dropped would make 2 runs as well.
+    const detail = (await api.json('GET', `/v1/matrices/${submitted.id}`)) as { targets: { target: string; machine: string | null }[] };
+    expect(detail.targets.map((t) => t.target).sort()).toEqual(['host-a', 'host-b']);
+    expect(submitted.runs).toBe(detail.targets.length);
   });
 
   it('forgets an agent that stopped beating once its ttl has passed on the server, however far ahead its last timestamp', async () => {

@@ -92,8 +92,12 @@ describe('repetitions: auto in fsbench run', () => {
 
 describe('order in fsbench run', () => {
   const ORDERED: MatrixInput = { name: 'ordered', workload: 'noop', warmup: 1, repetitions: 3, params: { value: [1, 2, 3] } };
-  const sequence = (runs: readonly RunResult[]) =>
-    [...runs].sort((a, b) => Number(a.state === 'ok' ? a.info['position'] : 0) - Number(b.state === 'ok' ? b.info['position'] : 0)).map((r) => `${String(r.params['value'])}.${r.repetition}`);
+  /** The runs in the order fsbench run made them, by the position it records with each: every run has its own, 0 to n-1. */
+  const sequence = (runs: readonly RunResult[]) => {
+    const placed = runs.map((r) => ({ r, position: r.state === 'ok' ? r.info['position'] : undefined }));
+    expect(placed.map((p) => p.position).sort((a, b) => Number(a) - Number(b))).toEqual(runs.map((_, i) => i));
+    return placed.sort((a, b) => Number(a.position) - Number(b.position)).map(({ r }) => `${String(r.params['value'])}.${r.repetition}`);
+  };
 
   it('interleaved (the default) makes repetition r of every cell before any cell’s r+1', async () => {
     const { runs } = await runLocally(ORDERED);
@@ -138,7 +142,9 @@ const Detail = z
   .loose();
 const Runs = z.object({
   runs: z.array(
-    z.object({ params: z.record(z.string(), z.unknown()), repetition: z.number(), startedAt: z.string(), state: z.string(), info: z.record(z.string(), z.unknown()).optional() }).loose(),
+    z
+      .object({ params: z.record(z.string(), z.unknown()), repetition: z.number(), startedAt: z.iso.datetime(), finishedAt: z.iso.datetime(), state: z.string(), info: z.record(z.string(), z.unknown()).optional() })
+      .loose(),
   ),
 });
 
@@ -190,7 +196,16 @@ describe('through a coordinator', () => {
     const order = async (id: string) => {
       await until(`matrix ${id}`, async () => (Detail.parse(await client.json('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 30_000, everyMs: 100 });
       const { runs } = Runs.parse(await client.json('GET', `/v1/matrices/${id}/results?format=json`));
-      return [...runs].sort((a, b) => a.startedAt.localeCompare(b.startedAt)).map((r) => `${String(r.params['value'])}.${r.repetition}`);
+      // An agent's runs carry no schedule position (that is fsbench run's): the one agent made them
+      // one after another, so their spans are disjoint and their times order them. Each run must
+      // start strictly after the one before it ended, or the times would not tell the order at all.
+      const spans = runs.map((r) => ({ r, start: Date.parse(r.startedAt), end: Date.parse(r.finishedAt) })).sort((a, b) => a.start - b.start);
+      for (let i = 1; i < spans.length; i++) {
+        const [prev, next] = [spans[i - 1], spans[i]];
+        expect(next?.start, 'runs of one agent overlap or tie, so their order is not known').toBeGreaterThan(prev?.start ?? Infinity);
+        expect(next?.start).toBeGreaterThanOrEqual(prev?.end ?? Infinity);
+      }
+      return spans.map(({ r }) => `${String(r.params['value'])}.${r.repetition}`);
     };
     expect(await order(seq.id)).toEqual(['1.0', '1.1', '2.0', '2.1', '3.0', '3.1']);
     expect(await order(inter.id)).toEqual(['1.0', '2.0', '3.0', '1.1', '2.1', '3.1']);
