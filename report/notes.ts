@@ -213,7 +213,7 @@ const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[
   overflow: (r, cells) => {
     const fanotify = cells.filter((c) => c.params['backend'] === 'fanotify').length;
     const record = fanotify === 0 ? 'IN_Q_OVERFLOW' : fanotify === cells.length ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW or FAN_Q_OVERFLOW';
-    return `${r} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`;
+    return `the kernel dropped events (${record} per run, median: ${r}): raise maxQueuedEvents or give the reader more CPU.`;
   },
   'starved-reader': (r) =>
     `the reader fell behind using only ${r} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput there (try readerNice or pin).`,
@@ -222,7 +222,7 @@ const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[
   'silent-loss': (r) =>
     `the watcher library cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
   'wide-spread': (r) => `spread too wide to conclude from (CV ${r}): measure again on a quieter machine or with more repetitions.`,
-  interference: (r) => `${r} runs per cell had interference above the threshold.`,
+  interference: (r) => `some runs had interference above the threshold (runs flagged per cell: ${r}).`,
   'interference-spread': () => "the slow runs are the ones with interference: the spread is the environment's, not the workload's.",
   'precision-reached': (r) => `the median is known to ±${r} (95% CI): within what repetitions: auto asked for.`,
   'precision-short': (r) => `the median is known${r ? ` only to ±${r} (95% CI)` : ' without a 95% CI'}: short of what repetitions: auto asked for.`,
@@ -258,7 +258,6 @@ function someLabels(cells: readonly NotedCell[], severalMachines: boolean, max: 
  * parameter they are limited to (when those values pick out exactly these cells), else their labels.
  */
 function whichCells(group: readonly NotedCell[], universe: readonly NotedCell[], severalMachines: boolean): string {
-  if (group.length === universe.length) return 'every cell';
   const keys = [...new Set(universe.flatMap((c) => Object.keys(c.params)))];
   const constraints: { key: string; values: Set<unknown> }[] = [];
   const said: string[] = [];
@@ -335,12 +334,20 @@ export function groupNotes(cells: readonly NotedCell[], severalMachines: boolean
     const name = figures[0]?.name;
     const values = figures.filter((f) => f.name === name).map((f) => f.value);
     const figure = name === undefined || values.length === 0 ? null : { name, min: Math.min(...values), max: Math.max(...values) };
-    const range = figure ? (figure.min === figure.max ? formatFigure(figure.name, figure.min) : `${formatFigure(figure.name, figure.min)} to ${formatFigure(figure.name, figure.max)}`) : '';
+    // A few cells: each one's figure, named; more: the range.
+    const each = items.every((i) => i.note.figure?.name === name) && noted.length === items.length && noted.length <= 4;
+    const range = !figure
+      ? ''
+      : figure.min === figure.max
+        ? formatFigure(figure.name, figure.min)
+        : each
+          ? items.map((i) => `${formatFigure(figure.name, i.note.figure?.value ?? Number.NaN)} in ${i.cell.label}${severalMachines ? ` @${i.cell.machine}` : ''}`).join(', ')
+          : `${formatFigure(figure.name, figure.min)} to ${formatFigure(figure.name, figure.max)}`;
     const universe = cells.filter((c) => noted.some((n) => n.workload === c.workload));
     groups.push({
       kind,
       severity: items.some((i) => i.note.severity === 'warning') ? 'warning' : 'info',
-      text: `${noted.length} of ${universe.length} cells (${whichCells(noted, universe, severalMachines)}): ${GIST[kind](range, noted)}`,
+      text: `${noted.length === universe.length ? `all ${noted.length} cells` : `${noted.length} of ${universe.length} cells (${whichCells(noted, universe, severalMachines)})`}: ${GIST[kind](range, noted)}`,
       cells: noted.map(ref),
       figure,
     });

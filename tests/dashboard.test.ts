@@ -345,7 +345,7 @@ describe('dashboard in headless Chromium', () => {
     expect(order.items).toBeLessThan(order.cells);
     expect(order.cellNotes).toBe(24);
     const texts = await page().locator('ul.report-notes li').allTextContents();
-    expect(texts[0]).toBe('12 of 24 cells (maxQueuedEvents=16384): 501 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.');
+    expect(texts[0]).toBe('12 of 24 cells (maxQueuedEvents=16384): the kernel dropped events (IN_Q_OVERFLOW per run, median: 501): raise maxQueuedEvents or give the reader more CPU.');
     expect(problems()).toEqual([]);
   });
 

@@ -150,7 +150,7 @@ describe('notes of one kind over many cells', () => {
     expect(overflow?.cells).toHaveLength(8);
     expect(overflow?.figure).toEqual({ name: 'overflows', min: 1016, max: 2024 });
     expect(overflow?.text).toBe(
-      '8 of 16 cells (maxQueuedEvents=16384): 1016 to 2024 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.',
+      '8 of 16 cells (maxQueuedEvents=16384): the kernel dropped events (IN_Q_OVERFLOW per run, median: 1016 to 2024): raise maxQueuedEvents or give the reader more CPU.',
     );
     const starved = report.notes.find((g) => g.kind === 'starved-reader');
     expect(starved?.text).toMatch(/^8 of 16 cells \(maxQueuedEvents=16384\): the reader fell behind using only 20% of a CPU/);
@@ -170,12 +170,26 @@ describe('notes of one kind over many cells', () => {
     );
     const overflow = report.notes.find((g) => g.kind === 'overflow');
     expect(overflow?.cells.map((c) => c.label)).toEqual(['files=128 bufferBytes=1KiB', 'files=1024 bufferBytes=4KiB']);
-    expect(overflow?.text).toMatch(/^2 of 4 cells \(files=128 bufferBytes=1KiB; files=1024 bufferBytes=4KiB\): 5 IN_Q_OVERFLOW per run \(median\): the kernel dropped events/);
+    expect(overflow?.text).toMatch(/^2 of 4 cells \(files=128 bufferBytes=1KiB; files=1024 bufferBytes=4KiB\): the kernel dropped events \(IN_Q_OVERFLOW per run, median: 5\)/);
   });
 
   it('keep a kind seen on one cell as that cell’s sentence, named by its label', () => {
     const report = buildReport(runs({ bufferBytes: ['1KiB', '4KiB'] }, (r) => ({ overflows: r.params['bufferBytes'] === 1024 ? 9 : 0 }), 3), { title: 't' });
     expect(report.notes.map((g) => g.text)).toEqual(['bufferBytes=1KiB: 9 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.']);
+  });
+});
+
+describe('a kind on a few cells', () => {
+  it('names each cell with its own figure', () => {
+    const report = buildReport(runs({ backend: ['inotify', 'parcel', 'fswatch'], watch: 'dir' }, (r): Metrics => {
+      const writes = r.state === 'ok' ? Number(r.metrics['writes']) : 0;
+      if (r.params['backend'] === 'parcel') return { overflows: null, events: Math.round(writes / 4) };
+      if (r.params['backend'] === 'fswatch') return { overflows: null, events: Math.round(writes / 2) };
+      return keptUp(r);
+    }), { title: 't' });
+    expect(report.notes.find((g) => g.kind === 'silent-loss')?.text).toMatch(
+      /^2 of 3 cells \(backend parcel, fswatch\): the watcher library cannot report IN_Q_OVERFLOW \(overflows shows as n\/a\): lost events are silent; it delivered 25% in backend=parcel, 50% in backend=fswatch of the events the raw inotify reader got\.$/,
+    );
   });
 });
 
