@@ -80,6 +80,19 @@ export interface CompareWarning {
   readonly text: string;
 }
 
+/**
+ * What a comparison's note says, typed like the warnings: `compared-param` (a parameter set apart
+ * on each side), `param-one-side`, `compared-machines`, `no-match`, `untestable`, `noisy`.
+ */
+export const COMPARE_NOTE_KINDS = ['compared-param', 'param-one-side', 'compared-machines', 'no-match', 'untestable', 'noisy'] as const;
+export type CompareNoteKind = (typeof COMPARE_NOTE_KINDS)[number];
+export interface CompareNote {
+  readonly kind: CompareNoteKind;
+  /** warning: read the deltas with care; info: what was compared. */
+  readonly severity: 'warning' | 'info';
+  readonly text: string;
+}
+
 /** better/worse: significant, in the metric's direction; changed: significant, no better direction. */
 export type Verdict = 'better' | 'worse' | 'changed' | '~' | 'n/a';
 
@@ -140,7 +153,7 @@ export interface CompareReport {
   readonly summary: readonly MetricSummary[];
   /** Cells present on one side only, by label. */
   readonly unmatched: { readonly baseline: readonly string[]; readonly candidate: readonly string[] };
-  readonly notes: readonly string[];
+  readonly notes: readonly CompareNote[];
 }
 
 /** A side's report with the samples compare needs, and the set it came from. */
@@ -319,31 +332,41 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
     };
   });
 
-  const notes: string[] = [];
+  const notes: CompareNote[] = [];
   for (const d of differing) {
     notes.push(
       d.baseline !== null && d.candidate !== null
-        ? `compared: ${d.param} ${d.baseline} (baseline) against ${d.candidate} (candidate); cells matched on the other parameters`
-        : `${d.param} is only in the ${d.baseline !== null ? 'baseline' : 'candidate'} (${d.baseline ?? d.candidate ?? ''}); cells matched without it`,
+        ? { kind: 'compared-param', severity: 'info', text: `compared: ${d.param} ${d.baseline} (baseline) against ${d.candidate} (candidate); cells matched on the other parameters` }
+        : {
+            kind: 'param-one-side',
+            severity: 'info',
+            text: `${d.param} is only in the ${d.baseline !== null ? 'baseline' : 'candidate'} (${d.baseline ?? d.candidate ?? ''}); cells matched without it`,
+          },
     );
   }
   const [ma] = a.report.machines;
   const [mb] = b.report.machines;
   if (!byMachine && ma && mb && ma.machine !== mb.machine) {
-    notes.push(`compared machines: ${ma.machine} (baseline) against ${mb.machine} (candidate)`);
+    notes.push({ kind: 'compared-machines', severity: 'info', text: `compared machines: ${ma.machine} (baseline) against ${mb.machine} (candidate)` });
   }
   if (pairs.length === 0 && cellsA.length > 0 && cellsB.length > 0) {
-    notes.push(
-      byMachine
+    notes.push({
+      kind: 'no-match',
+      severity: 'warning',
+      text: byMachine
         ? 'no cell matched: the sets hold several machines and none in common; pick one machine per side (--baseline-machine, --candidate-machine)'
         : 'no cell matched: the two sets have no parameters in common',
-    );
+    });
   }
   if (untestable) {
-    notes.push(`some cells have too few runs for the Mann-Whitney test to reach p < ${alpha} at all (3 vs 3 runs: p >= 0.1); run at least 5 repetitions`);
+    notes.push({
+      kind: 'untestable',
+      severity: 'warning',
+      text: `some cells have too few runs for the Mann-Whitney test to reach p < ${alpha} at all (3 vs 3 runs: p >= 0.1); run at least 5 repetitions`,
+    });
   }
   if (rows.some((r) => r.warnings.some((w) => w.kind === 'noisy'))) {
-    notes.push('cells marked ! are too noisy to conclude (high CV or too few runs): treat their deltas as unconfirmed');
+    notes.push({ kind: 'noisy', severity: 'warning', text: 'cells marked ! are too noisy to conclude (high CV or too few runs): treat their deltas as unconfirmed' });
   }
 
   return {

@@ -7,7 +7,7 @@ import { CellParams } from '../contract/matrix.js';
 import { DIRECTIONS } from '../contract/metrics.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import type { Mutable, Same } from '../report/schema.js';
-import { COMPARE_WARNING_KINDS, type CompareReport } from './compare.js';
+import { COMPARE_NOTE_KINDS, COMPARE_WARNING_KINDS, type CompareReport } from './compare.js';
 
 const direction = z.enum(DIRECTIONS);
 
@@ -81,7 +81,7 @@ export const CompareReportSchema = z
       }),
     ),
     unmatched: z.object({ baseline: z.array(z.string()), candidate: z.array(z.string()) }),
-    notes: z.array(z.string()),
+    notes: z.array(z.object({ kind: z.enum(COMPARE_NOTE_KINDS), severity: z.enum(['warning', 'info']), text: z.string() })),
   })
   .describe('Two result sets compared cell by cell');
 

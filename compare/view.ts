@@ -63,7 +63,7 @@ export function compareDoc(report: CompareReport): Doc {
     notes: [
       ...report.unmatched.baseline.map((l) => `only in baseline: ${l}`),
       ...report.unmatched.candidate.map((l) => `only in candidate: ${l}`),
-      ...report.notes,
+      ...report.notes.map((n) => n.text),
     ],
   };
 }

@@ -390,7 +390,7 @@ async function compareView(params) {
     report.unmatched.baseline.length + report.unmatched.candidate.length > 0
       ? h('p', { class: 'hint' }, `unmatched: ${[...report.unmatched.baseline.map((l) => `${l} (baseline only)`), ...report.unmatched.candidate.map((l) => `${l} (candidate only)`)].join(', ')}`)
       : null,
-    report.notes.length > 0 ? h('ul', { class: 'notes' }, report.notes.map((n) => h('li', {}, n))) : null,
+    report.notes.length > 0 ? h('ul', { class: 'notes' }, report.notes.map((n) => h('li', { class: `note ${n.severity}`, dataset: { kind: n.kind } }, n.text))) : null,
     ].filter((n) => n !== null),
   );
 }

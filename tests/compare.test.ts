@@ -54,7 +54,7 @@ describe('compareRunSets', () => {
   it('finds the planted difference and calls the rest not significant', async () => {
     const report = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
     expect(report.matchedBy).toBe('params');
-    expect(report.notes).toContain('compared machines: laptop (baseline) against server (candidate)');
+    expect(report.notes).toContainEqual({ kind: 'compared-machines', severity: 'info', text: 'compared machines: laptop (baseline) against server (candidate)' });
     const rows = rowsOf(report, 'eventsPerSec');
     expect(rows).toHaveLength(6);
     for (const r of rows) {
@@ -111,7 +111,7 @@ describe('compareRunSets', () => {
     expect(report.rows).toHaveLength(6);
     expect(report.rows.every((r) => r.verdict === '~' && r.pValue === 0.1)).toBe(true);
     expect(report.rows[0]?.warnings).toContainEqual({ kind: 'untestable', side: null, text: '3 vs 3 runs cannot reach p < 0.05' });
-    expect(report.notes.join(' ')).toContain('run at least 5 repetitions');
+    expect(report.notes.find((n) => n.kind === 'untestable')?.text).toContain('run at least 5 repetitions');
   });
 
   it('defaults to the headline metrics and leaves out metrics a backend cannot observe', async () => {
