@@ -13,6 +13,7 @@ import { NOTE_KINDS, type NoteKind, type Report } from '../report/model.js';
 import { ReportSchema } from '../report/schema.js';
 import { reportDoc } from '../report/results-view.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
+import { cellOf, runOnce, tempDir } from './helpers/local.js';
 
 type Metrics = Record<string, number | null>;
 
@@ -36,6 +37,25 @@ describe('the starved-reader note follows from the measurements', () => {
     expect(kindsOf(report)).not.toContain('starved-reader');
     expect(report.cells[0]?.notes.join(' ')).not.toMatch(/starved/);
   });
+
+  it('follows from a real raw reader\'s measurements: one slow writer of 64 KiB writes, read at about a fifth of a CPU', async () => {
+    const scratch = tempDir('fsbench-notes-');
+    try {
+      const cell = cellOf('inotify', { backend: 'inotify', watch: 'dir', writers: 1, files: 128, writeBytes: 65536, bufferBytes: 65536, duration: 1000, target: 'tmpfs' });
+      const measured: RunResult[] = [];
+      for (let i = 0; i < 3; i++) measured.push(await runOnce(cell, scratch.dir));
+      const report = buildReport(measured, { title: 't' });
+      const c = report.cells[0];
+      const median = (m: string) => c?.metrics[m]?.median ?? null;
+      const behind = (median('overflows') ?? 0) > 0 || (median('coalescedFraction') ?? 0) > 0.05;
+      const cpu = median('readerCpuFraction') ?? 1;
+      process.stdout.write(`real reader: ${JSON.stringify({ writes: median('writes'), events: median('events'), overflows: median('overflows'), cpu })}\n`);
+      // Starved exactly when it fell behind on little CPU; a reader that read every write is not, whatever its share.
+      expect(c?.findings.some((n) => n.kind === 'starved-reader')).toBe(behind && cpu < 0.25);
+    } finally {
+      scratch.remove();
+    }
+  }, 60_000);
 
   it('appears when the reader overflowed on little CPU, naming what it lost', () => {
     const report = buildReport(runs({ backend: 'inotify' }, (r) => ({ ...keptUp(r), overflows: 7, readerCpuFraction: 0.2 })), { title: 't' });
