@@ -314,7 +314,7 @@ export const INOTIFY_METRIC_DOCS = {
   readerCpuFraction: {
     unit: '1',
     direction: 'neither',
-    doc: 'The reader\'s CPU time as a share of one CPU over the run: low means it was starved, not that it was efficient.',
+    doc: "The reader's CPU time as a share of one CPU over the run: low while it fell behind (overflows, merged writes) means it was starved, not that it was efficient.",
   },
   readerVoluntaryCtxSwitches: { unit: 'switches', direction: 'neither', doc: 'Times the reader blocked (waiting for events).' },
   readerInvoluntaryCtxSwitches: { unit: 'switches', direction: 'lower', doc: 'Times the reader was preempted, mostly by the writers.' },
