@@ -10,7 +10,7 @@ import { metricDoc, metricInfos, WORKLOADS, type WorkloadName } from '../contrac
 import { CellAggregator, type AggregatableRun, type CellAggregate, type CellPrecision } from '../stats/aggregate.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { sweepKnees } from './knees.js';
-import type { CellReport, MachineReport, MetricStats, NoiseVerdict, Report } from './model.js';
+import type { CellReport, KneeReport, MachineReport, MetricStats, NoiseVerdict, NoteGroup, Report } from './model.js';
 import { cellNotes, groupNotes, type NotelessCell } from './notes.js';
 
 export interface ReportOptions {
@@ -164,15 +164,23 @@ export class ReportBuilder {
         metrics: c.metrics, histograms: c.histograms, noise: c.noise, notes: findings.map((n) => n.text), findings, samples: c.samples,
       };
     });
+    const knees = sweepKnees(cells, machines, varyingOf);
     return {
       title: this.options.title,
       metrics: workloads.map((w) => ({ workload: w, metrics: metricInfos(w) })),
       machines,
       cells,
-      knees: sweepKnees(cells, machines, varyingOf),
-      notes: groupNotes(cells, severalMachines),
+      knees,
+      // A knee's note is about its machine's cache sizes, not a cell: said once per sentence, after the cells' groups.
+      notes: [...groupNotes(cells, severalMachines), ...kneeNoteGroups(knees)],
     };
   }
+}
+
+/** The knees' notes (an L3 size the kernel did not report) as note groups, each sentence once. */
+function kneeNoteGroups(knees: readonly KneeReport[]): NoteGroup[] {
+  const texts = [...new Set(knees.flatMap((k) => (k.note === null ? [] : [k.note])))];
+  return texts.map((text) => ({ kind: 'cache-size', severity: 'info', text, cells: [], figure: null }));
 }
 
 export function buildReport(runs: Iterable<AggregatableRun>, options: ReportOptions): Report {

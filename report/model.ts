@@ -22,11 +22,12 @@ export type MetricStats = Omit<MetricAggregate, 'samples'>;
  * drain-timeout: the queue was not empty at drainTimeout; fanotify-merge: fanotify merged
  * writes; silent-loss: a watcher library that cannot see overflow; wide-spread: a CV too wide to
  * conclude; interference: runs flagged as disturbed; interference-spread: the spread follows
- * the interference; precision-reached / precision-short: `repetitions: auto` got there or not.
+ * the interference; precision-reached / precision-short: `repetitions: auto` got there or not;
+ * cache-size: a knee judged against an L3 size the kernel did not report (a machine's, not a cell's).
  */
 export const NOTE_KINDS = [
   'overflow', 'starved-reader', 'drain-timeout', 'fanotify-merge', 'silent-loss',
-  'wide-spread', 'interference', 'interference-spread', 'precision-reached', 'precision-short',
+  'wide-spread', 'interference', 'interference-spread', 'precision-reached', 'precision-short', 'cache-size',
 ] as const;
 export type NoteKind = (typeof NOTE_KINDS)[number];
 /** warning: a number here should not be read as it stands; info: how it was measured. */

@@ -226,6 +226,8 @@ const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[
   'interference-spread': () => "the slow runs are the ones with interference: the spread is the environment's, not the workload's.",
   'precision-reached': (r) => `the median is known to ±${r} (95% CI): within what repetitions: auto asked for.`,
   'precision-short': (r) => `the median is known${r ? ` only to ±${r} (95% CI)` : ' without a 95% CI'}: short of what repetitions: auto asked for.`,
+  // Never a cell's: made from the knees, once per sentence (build.ts).
+  'cache-size': () => 'a knee is judged against an L3 size the kernel did not report.',
 };
 
 function formatFigure(name: string, x: number): string {

@@ -30,6 +30,18 @@ const keptUp = (r: RunResult): Metrics => {
 };
 
 const kindsOf = (report: Report) => report.cells.flatMap((c) => c.findings.map((n) => n.kind));
+/** Every kind the report says: its cells' and its own (the knees' cache-size notes are a machine's). */
+const allKindsOf = (report: Report) => [...kindsOf(report), ...report.notes.map((g) => g.kind)];
+
+/** A buffer sweep with a clear knee on a machine whose L3 came from `cacheSource`. */
+function sweepOn(cacheSource: 'sysfs' | 'sysconf' | null, l3Bytes: number | null): Report {
+  const matrix = { name: 'sweep', workload: 'inotify' as const, repetitions: 5, params: { bufferBytes: Array.from({ length: 8 }, (_, i) => 1024 * 4 ** i) } };
+  const all = syntheticRuns({ matrix, machine: { machine: 'vm', l3Bytes: 8 * 1024 ** 2 }, seed: 5, noise: 0.005 }).map((r) => ({
+    ...r,
+    fingerprint: { ...r.fingerprint, cpu: { ...r.fingerprint.cpu, cacheSource, l3Bytes } },
+  }));
+  return buildReport(all, { title: 'sweep' });
+}
 
 describe('the starved-reader note follows from the measurements', () => {
   it('is absent when the reader read every write at 22% of a CPU (inotify-quick on a quiet machine)', () => {
@@ -133,6 +145,10 @@ const CASES: Readonly<Record<NoteKind, { present: () => Report; absent: () => Re
     present: () => buildReport(runs({}, (_, i) => ({ eventsPerSec: [900_000, 500_000, 700_000, 300_000, 800_000, 400_000][i % 6] ?? 0 })), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
     absent: () => buildReport(runs({}), { title: 't', precision: { metric: 'eventsPerSec', target: 0.02 } }),
   },
+  'cache-size': {
+    present: () => sweepOn('sysconf', 508 * 1024 ** 2),
+    absent: () => sweepOn('sysfs', 8 * 1024 ** 2),
+  },
 };
 
 describe('every kind of note', () => {
@@ -140,8 +156,8 @@ describe('every kind of note', () => {
     it(`${kind}: appears where the measurements call for it, and not otherwise`, () => {
       const present = CASES[kind].present();
       const absent = CASES[kind].absent();
-      expect(kindsOf(present)).toContain(kind);
-      expect(kindsOf(absent)).not.toContain(kind);
+      expect(allKindsOf(present)).toContain(kind);
+      expect(allKindsOf(absent)).not.toContain(kind);
       // The served shape holds typed notes and their groups.
       expect(() => ReportSchema.parse(present)).not.toThrow();
       expect(present.notes.map((g) => g.kind)).toContain(kind);
@@ -149,6 +165,18 @@ describe('every kind of note', () => {
       for (const c of present.cells) expect(c.notes).toEqual(c.findings.map((n) => n.text));
     });
   }
+});
+
+describe('a knee judged against an L3 the kernel did not report', () => {
+  it('is said once in the report\'s notes, which every output prints, and not on a machine whose kernel reported it', () => {
+    const guessed = sweepOn('sysconf', 508 * 1024 ** 2);
+    const groups = guessed.notes.filter((g) => g.kind === 'cache-size');
+    expect(groups.map((g) => g.text)).toEqual([guessed.knees[0]?.note]);
+    expect(reportDoc(guessed).notes.join('\n')).toContain("only glibc's sysconf reports");
+    const unknown = sweepOn(null, null);
+    expect(unknown.notes.filter((g) => g.kind === 'cache-size').map((g) => g.text)).toEqual(['vm reports no L3 size (its kernel lists no cache topology): the knee is not compared with a cache.']);
+    expect(reportDoc(sweepOn('sysfs', 8 * 1024 ** 2)).notes.join('\n')).not.toContain('L3');
+  });
 });
 
 describe('notes of one kind over many cells', () => {
