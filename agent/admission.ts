@@ -19,6 +19,7 @@ import type { Redis } from 'ioredis';
 import type { ErrorCode } from '../contract/errors.js';
 import { ANY_TARGET, jobId, qualifiedQueueName, SignedRunReport, type RunJob } from '../queue/jobs.js';
 import { cancelledKey, refusalsKey } from '../queue/keys.js';
+import { errnoOf } from '../contract/errors.js';
 
 const DONE_DIR = 'done';
 const DAY_MS = 86_400_000;
@@ -37,9 +38,6 @@ export interface AdmissionDeps {
   readonly now?: () => number;
 }
 
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
 
 export class Admission {
   private readonly doneDir: string;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { FsbenchError } from '../contract/errors.js';
-import { Announcement, ApprovalEntry, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
+import { Announcement, ApprovalEntry, parseJson, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { canonicalJson, keyFingerprint, loadOrCreatePrivateKey, signText, type JobVerifier } from '../queue/signing.js';
 
@@ -53,17 +53,10 @@ export async function loadOrCreateAgentKey(stateDir: string): Promise<AgentIdent
 /** The coordinator's report key from Redis, when it carries the coordinator's signature. */
 export async function coordinatorReportKey(redis: Redis, prefix: string, jobKey: JobVerifier): Promise<KeyObject | null> {
   const raw = await redis.get(reportKeyKey(prefix));
-  if (raw === null) return null;
-  let json: unknown;
+  const entry = raw === null ? null : parseJson(ReportKeyEntry, raw);
+  if (entry === null || !jobKey.verifyReportKey(entry.publicKey, entry.signature)) return null;
   try {
-    json = JSON.parse(raw);
-  } catch {
-    return null;
-  }
-  const entry = ReportKeyEntry.safeParse(json);
-  if (!entry.success || !jobKey.verifyReportKey(entry.data.publicKey, entry.data.signature)) return null;
-  try {
-    const key = createPublicKey(entry.data.publicKey);
+    const key = createPublicKey(entry.publicKey);
     return key.asymmetricKeyType === 'x25519' ? key : null;
   } catch {
     return null;
@@ -116,16 +109,9 @@ async function announce(r: EnrollmentRequest, token: string | undefined): Promis
 /** Whether the coordinator's approval of this key, bound to this host, is in Redis. */
 async function approved(r: EnrollmentRequest): Promise<boolean> {
   const raw = await r.redis.hget(agentApprovalsKey(r.prefix), r.identity.fingerprint);
-  if (raw === null) return false;
-  let json: unknown;
-  try {
-    json = JSON.parse(raw);
-  } catch {
-    return false;
-  }
-  const entry = ApprovalEntry.safeParse(json);
-  if (!entry.success || !r.jobKey.verifyApproval(entry.data.approval, entry.data.signature)) return false;
-  const a = entry.data.approval;
+  const entry = raw === null ? null : parseJson(ApprovalEntry, raw);
+  if (entry === null || !r.jobKey.verifyApproval(entry.approval, entry.signature)) return false;
+  const a = entry.approval;
   if (a.key !== r.identity.fingerprint || a.reportKey !== r.identity.reportKeyPem) return false;
   if (a.hostId !== r.hostId) {
     throw new FsbenchError(

@@ -135,6 +135,11 @@ export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** The code of a failed system call (`ENOENT`, `EEXIST`, `ELOOP`), or undefined for anything else thrown. */
+export function errnoOf(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
 /** Turns anything thrown into an FsbenchError, keeping the message of unexpected errors. */
 export function toFsbenchError(err: unknown, fallback: ErrorCode = 'INTERNAL'): FsbenchError {
   if (err instanceof FsbenchError) return err;

@@ -15,9 +15,9 @@ import path from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, errnoOf } from '../contract/errors.js';
 import {
-  Announcement, AnnouncementEntry, ApprovalEntry, proofMatches, reportMacKey, secretHash, tokenProof, type AgentKeyView, type Approval, type ReportKeyEntry,
+  Announcement, AnnouncementEntry, ApprovalEntry, parseJson, proofMatches, reportMacKey, secretHash, tokenProof, type AgentKeyView, type Approval, type ReportKeyEntry,
 } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../queue/signing.js';
@@ -77,9 +77,6 @@ export interface EnrollmentDeps {
   readonly reportKey: KeyObject;
 }
 
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
 
 export class Enrollment {
   private readonly byKey = new Map<string, EnrolledKey>();
@@ -118,6 +115,12 @@ export class Enrollment {
   hostEnrolled(hostId: string): boolean {
     for (const k of this.byKey.values()) if (k.hostId === hostId) return true;
     return false;
+  }
+
+  /** How many keys are enrolled and how many wait: /metrics, at every scrape. */
+  counts(): { enrolled: number; pending: number } {
+    const rows = this.deps.db.prepare<[], { state: 'pending' | 'enrolled'; n: number }>('SELECT state, COUNT(*) AS n FROM agent_keys GROUP BY state').all();
+    return { enrolled: rows.find((r) => r.state === 'enrolled')?.n ?? 0, pending: rows.find((r) => r.state === 'pending')?.n ?? 0 };
   }
 
   /** Every key, enrolled first, newest first within each. */
@@ -333,15 +336,4 @@ export class Enrollment {
 /** The coordinator's report key from its data directory, made on first start. */
 export function loadOrCreateReportKey(dataDir: string): Promise<KeyObject> {
   return loadOrCreatePrivateKey(path.join(dataDir, REPORT_KEY_FILE), 'x25519', 'report key (agents then agree new report secrets at their next start)');
-}
-
-function parseJson<T extends z.ZodType>(schema: T, text: string): z.output<T> | null {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  const r = schema.safeParse(json);
-  return r.success ? r.data : null;
 }

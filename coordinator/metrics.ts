@@ -14,7 +14,6 @@ import type { Store } from './store.js';
 import { z } from 'zod';
 import { refusalsKey } from '../queue/keys.js';
 import type { Enrollment } from './enrollment.js';
-import type { AgentKeyView } from '../queue/enrollment.js';
 
 /** Agents count their refusals by error code (agent/admission.ts); anything else there is not counted. */
 const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {
@@ -22,11 +21,6 @@ const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {
   for (const [code, n] of Object.entries(counts)) if (/^JOB_[A-Z_]{1,40}$/.test(code) && /^\d{1,15}$/.test(n)) out[code] = Number(n);
   return out;
 });
-
-function countKeys(keys: readonly AgentKeyView[]): { enrolled: number; pending: number } {
-  const enrolled = keys.filter((k) => k.state === 'enrolled').length;
-  return { enrolled, pending: keys.length - enrolled };
-}
 
 /**
  * Queues of matrices finished this long ago are no longer counted: a finished matrix has no
@@ -61,7 +55,7 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
     matricesByState,
     liveAgents: (await liveAgents(s.redis, s.prefix)).length,
     refusedJobs: RefusalCounts.parse(await s.redis.hgetall(refusalsKey(s.prefix))),
-    agentKeys: countKeys(s.enrollment?.list(100_000) ?? []),
+    ...(s.enrollment ? { agentKeys: s.enrollment.counts() } : {}),
   };
 }
 

@@ -73,6 +73,29 @@ const DEFAULT_JOB_TTL_MS = 7 * 86_400_000;
 /** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
 const REQUEUE_RETRY_MS = 5_000;
 
+/**
+ * Runs `work` every `ms`, never two at once (a slow round skips the ticks it overlaps), logging
+ * what fails; `stop()` clears the timer and waits for a round in progress.
+ */
+function everyInTurn(work: () => Promise<void>, ms: number, what: string, log: (line: string) => void): { stop: () => Promise<void> } {
+  let running: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    running ??= work()
+      .catch((err: unknown) => {
+        log(`${what}: ${messageOf(err)}`);
+      })
+      .finally(() => {
+        running = undefined;
+      });
+  }, ms);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
+
 /** `sink` receives every log line: a pino logger, or a function given each JSON line. */
 export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): Promise<RunningCoordinator> {
   const logger = loggerOf(sink, 'coordinator');
@@ -183,28 +206,8 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
     log: logTo(logger.child({ component: 'hosts' })),
   });
-  let hostCheck: Promise<void> | undefined;
-  const hostTimer = setInterval(() => {
-    hostCheck ??= hosts
-      .check()
-      .catch((err: unknown) => {
-        log(`watching hosts: ${messageOf(err)}`);
-      })
-      .finally(() => {
-        hostCheck = undefined;
-      });
-  }, Math.min(HOST_CHECK_MS, s.hostTimeout / 2));
-  let enrollSync: Promise<void> | undefined;
-  const enrollTimer = setInterval(() => {
-    enrollSync ??= enrollment
-      .sync()
-      .catch((err: unknown) => {
-        log(`enrolling agents: ${messageOf(err)}`);
-      })
-      .finally(() => {
-        enrollSync = undefined;
-      });
-  }, ENROLL_SYNC_MS);
+  const hostTimer = everyInTurn(() => hosts.check(), Math.min(HOST_CHECK_MS, s.hostTimeout / 2), 'watching hosts', log);
+  const enrollTimer = everyInTurn(() => enrollment.sync(), ENROLL_SYNC_MS, 'enrolling agents', log);
 
   // A previous coordinator may have died between storing a matrix and enqueueing all of it, or
   // between storing a cell's last run and queueing its next.
@@ -254,10 +257,8 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
             resolve();
           });
         });
-        clearInterval(hostTimer);
-        clearInterval(enrollTimer);
-        await hostCheck;
-        await enrollSync;
+        await hostTimer.stop();
+        await enrollTimer.stop();
         await collector.stop();
         await dispatcher.close();
         await redis.quit().catch(() => undefined);

@@ -16,7 +16,7 @@
  */
 import { constants as fsConstants, promises as fs, type Stats } from 'node:fs';
 import path from 'node:path';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { FsbenchError, messageOf, errnoOf } from '../contract/errors.js';
 
 /** What a directory is for, to name it and its setting in a refusal. */
 export interface DirPurpose {
@@ -39,9 +39,6 @@ function who(uid: number): string {
   return uid === 0 ? 'root' : `uid ${uid}`;
 }
 
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
 
 
 /** The absolute, normalised form of `dir`, or a refusal. */

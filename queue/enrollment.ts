@@ -110,3 +110,15 @@ export const AgentKeyView = z.object({
   enrolledAt: z.iso.datetime().nullable(),
 });
 export type AgentKeyView = z.infer<typeof AgentKeyView>;
+
+/** `text` parsed as JSON and then by `schema`, or null when either fails: whatever is in Redis may be junk. */
+export function parseJson<T extends z.ZodType>(schema: T, text: string): z.output<T> | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const r = schema.safeParse(json);
+  return r.success ? r.data : null;
+}

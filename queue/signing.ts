@@ -12,7 +12,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { FsbenchError, messageOf, errnoOf } from '../contract/errors.js';
 import { JobSignature, type RunJob } from './jobs.js';
 
 /** The coordinator's private key, in its data directory (mode 0600). */
@@ -209,9 +209,6 @@ export async function writeNewJobKey(dir: string): Promise<JobVerifier> {
   return signer.verifier;
 }
 
-function errnoOf(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
-}
 
 /**
  * A private key of `type` in `file` (its directory checked already: only root controls it), made

@@ -7,7 +7,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, errnoOf as contractErrnoOf } from '../contract/errors.js';
 import { Label } from '../contract/fingerprint.js';
 import { INTERFERENCE_SETTINGS } from '../contract/interference.js';
 import { formatDuration, formatSize, parseDuration, parseSize } from '../contract/units.js';
@@ -528,7 +528,7 @@ function readSecretFile(file: string, source: string): string {
 
 /** The code of a failed system call (ENOENT, EACCES, EISDIR): its message would be fine too, but the code is all that helps. */
 function errnoOf(err: unknown): string {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : String(err);
+  return contractErrnoOf(err) ?? String(err);
 }
 
 const unset = (v: string | undefined) => (v === '' ? undefined : v);
