@@ -17,6 +17,7 @@ import tseslint from 'typescript-eslint';
 export const LAYERS = {
   contract: [],
   settings: ['contract'],
+  log: [],
   host: ['contract'],
   stats: ['contract'],
   queue: ['contract'],
@@ -25,9 +26,9 @@ export const LAYERS = {
   sandbox: ['contract', 'host', 'workloads', 'runner'],
   report: ['contract', 'stats'],
   compare: ['contract', 'stats', 'report'],
-  agent: ['contract', 'settings', 'host', 'workloads', 'runner', 'sandbox', 'queue'],
-  coordinator: ['contract', 'settings', 'host', 'stats', 'queue', 'report', 'compare'],
-  cli: ['contract', 'settings', 'host', 'stats', 'queue', 'workloads', 'runner', 'sandbox', 'report', 'compare', 'agent', 'coordinator'],
+  agent: ['contract', 'settings', 'log', 'host', 'workloads', 'runner', 'sandbox', 'queue'],
+  coordinator: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'report', 'compare'],
+  cli: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'workloads', 'runner', 'sandbox', 'report', 'compare', 'agent', 'coordinator'],
 };
 const MODULES = Object.keys(LAYERS);
 

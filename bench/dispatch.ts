@@ -39,7 +39,7 @@ import { parseArgs } from 'node:util';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { connectRedis } from '../queue/redis.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { startAgent, type RunningAgent } from '../agent/agent.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { startCoordinator } from '../coordinator/server.js';
 import { generateKeyPairSync } from 'node:crypto';
 import { authenticate } from '../coordinator/collector.js';

@@ -14,7 +14,7 @@ import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js
 import { readRunsFile, runsOfFile } from '../report/runs-file.js';
 import { ReportSchema } from '../report/schema.js';
 import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
-import { clientFromSettings, type CoordinatorClient } from '../coordinator/client.js';
+import { clientFromSettings, type CoordinatorClient } from './client.js';
 
 type CompareFlags = {
   metric?: string[];

@@ -10,7 +10,7 @@ import { FsbenchError, messageOf } from '../contract/errors.js';
 import { formatDuration } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
-import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from '../coordinator/client.js';
+import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from './client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { formatReadableDuration } from '../report/format.js';
 import { loadSettings, settingOptions, type SettingName } from '../settings/index.js';
@@ -25,7 +25,7 @@ const log = (line: string) => {
  * it: the module loads pino and nothing else of the coordinator's.
  */
 async function serviceLog(name: 'coordinator' | 'agent') {
-  const { createLogger } = await import('../coordinator/log.js');
+  const { createLogger } = await import('../log/index.js');
   return createLogger({ name, pretty: process.stderr.isTTY });
 }
 

@@ -17,7 +17,7 @@ import type { CoordinatorMetrics } from './metrics-route.js';
 import { principalOf, requireKnownHost, requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { FsbenchError, messageOf } from '../contract/errors.js';
 import { errorHandler } from './errors.js';
-import { logTo, pathOf, withRequestLogger } from './log.js';
+import { logTo, pathOf, withRequestLogger } from './request-log.js';
 import { withDeadline } from './deadline.js';
 import { matricesRouter, type MatricesDeps } from './matrices.js';
 import { agentsRouter } from './agents.js';

@@ -2,7 +2,7 @@
 import type { WorkloadName } from '../contract/workloads/index.js';
 import { inotifyWorkload } from '../workloads/inotify/index.js';
 import { metadataWorkload } from '../workloads/metadata/index.js';
-import { noopWorkload } from '../workloads/noop.js';
+import { noopWorkload } from '../workloads/noop/index.js';
 import type { WorkloadRunner } from '../workloads/workload.js';
 
 export const RUNNERS: Readonly<Record<WorkloadName, WorkloadRunner>> = {

@@ -11,7 +11,7 @@ import type { Request, Response } from 'express';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { requireWrite } from '../coordinator/auth.js';
-import { CoordinatorClient, readEvents } from '../coordinator/client.js';
+import { CoordinatorClient, readEvents } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
 import { Store } from '../coordinator/store.js';
 import { FsbenchError } from '../contract/errors.js';

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ERRORS } from '../contract/errors.js';
 import { principalOf } from '../coordinator/auth.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { startCoordinator } from '../coordinator/server.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';

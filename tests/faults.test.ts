@@ -12,7 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
 import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { preEnroll } from './helpers/enroll.js';

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { Interference } from '../contract/interference.js';
 import { RunResult } from '../contract/result.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { buildReport } from '../report/build.js';
 import { useCluster } from './helpers/cluster.js';
 import { cellOf, runOnce, tempDir } from './helpers/local.js';

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { writeStatus, type AgentStatus } from '../queue/registry.js';
 import { syntheticFingerprint } from './fixtures/synthetic.js';
 import { useCluster } from './helpers/cluster.js';

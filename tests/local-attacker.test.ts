@@ -33,7 +33,7 @@ import { HostLock } from '../agent/host-lock.js';
 import { currentBootId, Journal } from '../host/journal.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { hostLockKey } from '../queue/keys.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { FsbenchError } from '../contract/errors.js';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
-import { metadataSkipReason } from '../contract/workloads/metadata.js';
+import { metadataSkipReason } from '../contract/workloads/metadata/index.js';
 import { Journal } from '../host/journal.js';
 import { nativeProgram } from '../host/native.js';
 import type { RunContext, WorkloadOutcome } from '../workloads/workload.js';

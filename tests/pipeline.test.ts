@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import type { RunningCoordinator } from '../coordinator/server.js';
 import { formatNumber, formatSize } from '../report/format.js';
 import type { Report } from '../report/model.js';

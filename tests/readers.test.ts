@@ -13,7 +13,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { readEvents } from '../coordinator/client.js';
+import { readEvents } from '../cli/client.js';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { renderReport } from '../coordinator/report-cache.js';

@@ -4,7 +4,7 @@
  * exactly once. What it costs the coordinator per run, beside 2 hosts, is `npm run bench:dispatch`.
  */
 import { describe, expect, it } from 'vitest';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { useCluster } from './helpers/cluster.js';
 
 const cluster = useCluster('scale');

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { expandMatrix, parseMatrix, type MatrixInput } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { runOrder } from '../contract/schedule.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { buildReport } from '../report/build.js';
 import { runMatrixLocally, type CellOutcome } from '../runner/local.js';

@@ -8,7 +8,7 @@ import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { CoordinatorClient } from '../coordinator/client.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { planMatrix } from '../coordinator/estimate.js';
 import { queueName } from '../queue/jobs.js';
 import { useCluster } from './helpers/cluster.js';

@@ -5,9 +5,9 @@
 import type { z } from 'zod';
 import type { MetricDoc, MetricInfo } from '../metrics.js';
 import type { ParamSpec, ParamSpecs, ParamValue } from '../params.js';
-import { INOTIFY_HEADLINE_METRICS, INOTIFY_METRIC_DOCS, InotifyMetrics, inotifyParams, inotifySkipReason } from './inotify.js';
-import { METADATA_HEADLINE_METRICS, METADATA_METRIC_DOCS, MetadataMetrics, metadataParams, metadataSkipReason } from './metadata.js';
-import { NOOP_METRIC_DOCS, NoopMetrics, noopParams } from './noop.js';
+import { INOTIFY_HEADLINE_METRICS, INOTIFY_METRIC_DOCS, InotifyMetrics, inotifyParams, inotifySkipReason } from './inotify/index.js';
+import { METADATA_HEADLINE_METRICS, METADATA_METRIC_DOCS, MetadataMetrics, metadataParams, metadataSkipReason } from './metadata/index.js';
+import { NOOP_METRIC_DOCS, NoopMetrics, noopParams } from './noop/index.js';
 import { containerParams, containerSkipReason } from './container.js';
 
 export const WORKLOAD_NAMES = ['inotify', 'metadata', 'noop'] as const;

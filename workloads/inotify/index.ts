@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
 import type { Cell } from '../../contract/matrix.js';
-import { InotifyMetrics, inotifyParams } from '../../contract/workloads/inotify.js';
+import { InotifyMetrics, inotifyParams } from '../../contract/workloads/inotify/index.js';
 import { defaultValue } from '../../contract/params.js';
 import { Teardown } from '../../host/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';

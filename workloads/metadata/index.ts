@@ -4,7 +4,7 @@
  * asks for warm ones, and tears everything down whatever happened.
  */
 import { FsbenchError, toFsbenchError } from '../../contract/errors.js';
-import { METADATA_PHASES } from '../../contract/workloads/metadata.js';
+import { METADATA_PHASES } from '../../contract/workloads/metadata/index.js';
 import { Teardown } from '../../host/journal.js';
 import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
 import { dropCaches } from './caches.js';

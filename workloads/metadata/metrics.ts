@@ -1,5 +1,5 @@
 /** Turns what the native loop counted into the contract's metrics: a pure function. */
-import type { MetadataMetrics } from '../../contract/workloads/metadata.js';
+import type { MetadataMetrics } from '../../contract/workloads/metadata/index.js';
 import type { Geometry } from './geometry.js';
 import type { PhaseOutput } from './phases.js';
 

@@ -3,7 +3,7 @@
  * refusal in the tool's own words plus what they mean.
  */
 import { FsbenchError } from '../../contract/errors.js';
-import { MKFS_OPTIONS } from '../../contract/workloads/metadata.js';
+import { MKFS_OPTIONS } from '../../contract/workloads/metadata/index.js';
 import { command, describeCommand } from './command.js';
 import type { MetadataParams } from './params.js';
 

@@ -1,6 +1,6 @@
 /** The cell's parameters, parsed from the job's generic values into their types. */
 import { z } from 'zod';
-import { FSYNC_POLICIES, METADATA_FILESYSTEMS } from '../../contract/workloads/metadata.js';
+import { FSYNC_POLICIES, METADATA_FILESYSTEMS } from '../../contract/workloads/metadata/index.js';
 
 const list = z.string().transform((s) => (s === '' ? [] : s.split(',')));
 const orDefault = z.union([z.number().int().positive(), z.literal('default')]).transform((v) => (v === 'default' ? null : v));

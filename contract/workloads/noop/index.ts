@@ -3,8 +3,8 @@
  * (tests, `npm run bench:dispatch`) without touching the kernel.
  */
 import { z } from 'zod';
-import type { MetricDocs } from '../metrics.js';
-import type { ParamSpecs } from '../params.js';
+import type { MetricDocs } from '../../metrics.js';
+import type { ParamSpecs } from '../../params.js';
 
 export const noopParams = {
   sleep: { kind: 'duration', min: 0, max: 60_000, default: 0, doc: 'How long each run waits before it reports.' },

@@ -3,8 +3,8 @@
  * by directory and interleaved, stat and unlink them, on a filesystem each run builds itself.
  */
 import { z } from 'zod';
-import type { MetricDocs } from '../metrics.js';
-import { defaultValue, directoryOr, type ParamSpecs, type ParamValue } from '../params.js';
+import type { MetricDocs } from '../../metrics.js';
+import { defaultValue, directoryOr, type ParamSpecs, type ParamValue } from '../../params.js';
 
 export const METADATA_FILESYSTEMS = ['xfs', 'ext4', 'btrfs', 'none'] as const;
 export type MetadataFs = (typeof METADATA_FILESYSTEMS)[number];

@@ -1,7 +1,7 @@
 /** The no-op workload: reports `value` after `sleep`, touching nothing on the host. */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { FsbenchError } from '../contract/errors.js';
-import type { WorkloadRunner } from './workload.js';
+import { FsbenchError } from '../../contract/errors.js';
+import type { WorkloadRunner } from '../workload.js';
 
 export const noopWorkload: WorkloadRunner = {
   async run(cell, ctx) {

@@ -4,8 +4,8 @@
  * fanotify group in inotify's place, fed by the same writers and read the same way.
  */
 import { z } from 'zod';
-import type { MetricDocs } from '../metrics.js';
-import { directoryOr, type ParamSpecs, type ParamValue } from '../params.js';
+import type { MetricDocs } from '../../metrics.js';
+import { directoryOr, type ParamSpecs, type ParamValue } from '../../params.js';
 
 /**
  * `sizeof(struct inotify_event) + NAME_MAX + 1` on Linux: a read() buffer smaller than one
