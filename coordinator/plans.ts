@@ -26,9 +26,8 @@ CREATE TABLE IF NOT EXISTS cell_plans (
 ) WITHOUT ROWID;
 `;
 
-export const PLAN_VERDICTS = ['reached', 'max', 'stopped'] as const;
 /** `reached`: precise enough; `max`: stopped at maxRepetitions without; `stopped`: a run failed or was skipped. */
-export type PlanVerdict = (typeof PLAN_VERDICTS)[number];
+export const PLAN_VERDICTS = ['reached', 'max', 'stopped'] as const;
 
 /** A run to queue because its cell is not precise enough yet. */
 export interface NextRun {

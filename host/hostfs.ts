@@ -3,11 +3,10 @@
  * native helper (native/hostfs.c): Node has no openat2, and its fs.rm resolves paths from / at
  * every step, so a directory swapped for a symlink between two steps would be followed.
  */
-import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
-import { nativeProgram } from './native.js';
+import { runNative } from './native.js';
 
 const HostfsError = z.object({ error: z.object({ code: z.string(), message: z.string() }).strict() }).strict();
 export type HostfsError = z.infer<typeof HostfsError>['error'];
@@ -27,31 +26,17 @@ export class HostfsRefusal extends Error {
  * Runs `hostfs ...args` and parses its one line with `schema`. A refusal (SYMLINK, MOUNTED,
  * BUSY) is a HostfsRefusal; anything else that went wrong an FsbenchError.
  */
-export function runHostfs<T extends z.ZodType>(args: readonly string[], schema: T): Promise<z.output<T>> {
-  const program = nativeProgram('hostfs');
-  return new Promise((resolve, reject) => {
-    execFile(program, args, { encoding: 'utf8', timeout: 120_000, maxBuffer: 1024 * 1024 }, (err, stdout, stderr) => {
-      const line = stdout.trim().split('\n').pop() ?? '';
-      let json: unknown;
-      try {
-        json = JSON.parse(line);
-      } catch {
-        json = undefined;
-      }
-      const ok = schema.safeParse(json);
-      if (!err && ok.success) {
-        resolve(ok.data);
-        return;
-      }
-      const failed = HostfsError.safeParse(json);
-      if (failed.success) {
-        const { code, message } = failed.data.error;
-        reject(code === 'FAILED' || code === 'USAGE' ? new FsbenchError('INTERNAL', `hostfs ${args[0] ?? ''}: ${message}`) : new HostfsRefusal(code, message));
-        return;
-      }
-      reject(new FsbenchError('INTERNAL', `hostfs ${args.join(' ')} said something unexpected: ${(stderr || stdout || (err?.message ?? '')).trim().slice(0, 500)}`));
-    });
-  });
+export async function runHostfs<T extends z.ZodType>(args: readonly string[], schema: T): Promise<z.output<T>> {
+  const exit = await runNative('hostfs', args, { timeoutMs: 120_000 });
+  const ok = schema.safeParse(exit.last);
+  if (exit.code === 0 && ok.success) return ok.data;
+  const failed = HostfsError.safeParse(exit.last);
+  if (failed.success) {
+    const { code, message } = failed.data.error;
+    throw code === 'FAILED' || code === 'USAGE' ? new FsbenchError('INTERNAL', `hostfs ${args[0] ?? ''}: ${message}`) : new HostfsRefusal(code, message);
+  }
+  const said = exit.timedOut ? 'nothing within 120 s' : `something unexpected (${exit.signal ?? `exit code ${String(exit.code)}`}): ${exit.stderr.trim().slice(0, 500) || 'no message'}`;
+  throw new FsbenchError('INTERNAL', `hostfs ${args.join(' ')} said ${said}`);
 }
 
 /** `p` relative to `root`, which it must lie strictly inside (lexically: both are normalised). */

@@ -379,12 +379,3 @@ export function aggregateRuns(runs: Iterable<AggregatableRun>, options: Aggregat
   for (const run of runs) agg.add(run);
   return agg.finish();
 }
-
-export async function aggregateRunsAsync(
-  runs: AsyncIterable<AggregatableRun> | Iterable<AggregatableRun>,
-  options: AggregateOptions = {},
-): Promise<CellAggregate[]> {
-  const agg = new CellAggregator(options);
-  for await (const run of runs) agg.add(run);
-  return agg.finish();
-}

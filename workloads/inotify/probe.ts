@@ -2,11 +2,9 @@
  * Drives the native probe (native/probe.c): its command line, its process, and its output,
  * which is parsed through `ProbeOutput` rather than trusted.
  */
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
-import { nativeProgram } from '../../host/native.js';
+import { runNative } from '../../host/native.js';
 import { WorkloadSkipped } from '../workload.js';
 
 const n = z.number().int().nonnegative();
@@ -117,62 +115,28 @@ export interface ProbeHooks {
   readonly onReady?: () => Promise<void>;
 }
 
-function parseLine(line: string): unknown {
-  try {
-    return JSON.parse(line) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Runs the probe to completion; a kill on abort makes it throw CANCELLED. */
 export async function runProbe(args: ProbeArgs, hooks: ProbeHooks): Promise<ProbeOutput> {
-  const child = spawn(nativeProgram('probe'), probeArgv(args), { stdio: ['pipe', 'pipe', 'pipe'] });
-  const kill = () => child.kill('SIGKILL');
-  hooks.signal.addEventListener('abort', kill, { once: true });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    if (stderr.length < 8192) stderr += d;
+  const exit = await runNative('probe', probeArgv(args), {
+    signal: hooks.signal,
+    onMessage: async (message) => {
+      if (!Ready.safeParse(message).success) return undefined;
+      await hooks.onReady?.();
+      return 'go\n';
+    },
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      resolve({ code, signal });
-    });
-  });
-  let result: unknown;
-  try {
-    for await (const line of createInterface({ input: child.stdout })) {
-      const parsed = parseLine(line);
-      if (Ready.safeParse(parsed).success) {
-        try {
-          await hooks.onReady?.();
-        } catch (err) {
-          kill();
-          throw err;
-        }
-        child.stdin.end('go\n');
-      } else {
-        result = parsed;
-      }
-    }
-    const { code, signal } = await exited;
-    if (hooks.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
-    const error = ProbeError.safeParse(result);
-    if (error.success) {
-      if (error.data.error.code === 'UNSUPPORTED') throw new KernelRefusal(error.data.error.message);
-      throw new FsbenchError(PROBE_CODES[error.data.error.code] ?? 'PROBE_FAILED', error.data.error.message);
-    }
-    if (code !== 0) {
-      throw new FsbenchError('PROBE_FAILED', `the native probe ended with ${signal ?? `exit code ${code}`}: ${stderr.trim() || 'no message'}`);
-    }
-    const out = ProbeOutput.safeParse(result);
-    if (!out.success) {
-      throw new FsbenchError('PROBE_OUTPUT_INVALID', `the native probe printed unexpected output: ${z.prettifyError(out.error)}`);
-    }
-    return out.data;
-  } finally {
-    hooks.signal.removeEventListener('abort', kill);
-    if (child.exitCode === null && child.signalCode === null) kill();
+  if (exit.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
+  const error = ProbeError.safeParse(exit.last);
+  if (error.success) {
+    if (error.data.error.code === 'UNSUPPORTED') throw new KernelRefusal(error.data.error.message);
+    throw new FsbenchError(PROBE_CODES[error.data.error.code] ?? 'PROBE_FAILED', error.data.error.message);
   }
+  if (exit.code !== 0) {
+    throw new FsbenchError('PROBE_FAILED', `the native probe ended with ${exit.signal ?? `exit code ${String(exit.code)}`}: ${exit.stderr.trim() || 'no message'}`);
+  }
+  const out = ProbeOutput.safeParse(exit.last);
+  if (!out.success) {
+    throw new FsbenchError('PROBE_OUTPUT_INVALID', `the native probe printed unexpected output: ${z.prettifyError(out.error)}`);
+  }
+  return out.data;
 }

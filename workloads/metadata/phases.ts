@@ -2,10 +2,9 @@
  * Drives the native loop (native/metadata.c), one process per phase: its command line, its
  * process, and its output, which is parsed through a schema rather than trusted.
  */
-import { spawn } from 'node:child_process';
 import { z } from 'zod';
 import { FsbenchError, type ErrorCode } from '../../contract/errors.js';
-import { nativeProgram } from '../../host/native.js';
+import { runNative } from '../../host/native.js';
 import type { MetadataParams } from './params.js';
 
 /** Every phase the native loop knows; `layout` is an unmeasured look at where XFS put things. */
@@ -63,46 +62,13 @@ export function phaseArgv(phase: NativePhase, root: string, p: MetadataParams, l
   return argv;
 }
 
-function parseLine(line: string): unknown {
-  try {
-    return JSON.parse(line) as unknown;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Runs one phase to completion. An abort sends SIGTERM, on which the loop stops between two
  * files and reports CANCELLED; SIGKILL follows if it is stuck in a long syscall.
  */
 export async function runPhase(argv: readonly string[], signal: AbortSignal): Promise<PhaseOutput> {
-  const child = spawn(nativeProgram('metadata'), argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => {
-    if (stdout.length < 65536) stdout += d;
-  });
-  child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    if (stderr.length < 8192) stderr += d;
-  });
-  let killTimer: NodeJS.Timeout | undefined;
-  const stop = () => {
-    child.kill('SIGTERM');
-    killTimer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  };
-  if (signal.aborted) stop();
-  else signal.addEventListener('abort', stop, { once: true });
-  const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, sig) => {
-      resolve({ code, signal: sig });
-    });
-  }).finally(() => {
-    signal.removeEventListener('abort', stop);
-    clearTimeout(killTimer);
-  });
-
-  const line = parseLine(stdout.trim().split('\n').at(-1) ?? '');
+  const exit = await runNative('metadata', argv, { signal, graceMs: 10_000 });
+  const line = exit.last;
   const ok = PhaseOutput.safeParse(line);
   if (ok.success && exit.code === 0) return ok.data;
   const err = PhaseError.safeParse(line);
@@ -111,9 +77,9 @@ export async function runPhase(argv: readonly string[], signal: AbortSignal): Pr
     const fsbench = CODES[code] ?? 'WORKLOAD_FAILED';
     throw new FsbenchError(fsbench, `${argv[0] ?? 'phase'} stopped after ${done} files: ${message}${fsbench === 'NO_SPACE' ? ' (raise fsSize or lower the file count or size)' : ''}`);
   }
-  if (signal.aborted) throw new FsbenchError('CANCELLED', `the run was cancelled during ${argv[0] ?? 'a phase'}`);
+  if (exit.aborted) throw new FsbenchError('CANCELLED', `the run was cancelled during ${argv[0] ?? 'a phase'}`);
   throw new FsbenchError(
     'WORKLOAD_FAILED',
-    `the native metadata loop exited with ${exit.signal ?? `status ${String(exit.code)}`} without a result: ${(stderr || stdout).trim().slice(0, 500)}`,
+    `the native metadata loop exited with ${exit.signal ?? `status ${String(exit.code)}`} without a result: ${exit.stderr.trim().slice(0, 500) || 'no message'}`,
   );
 }
