@@ -3,6 +3,7 @@
  * (change-point.ts) judges each split with. Written out for the same reason as normal.ts: one
  * function does not warrant a dependency, and each formula here names its reference.
  */
+import { mean, stddev } from './summary.js';
 
 /** ln Γ(x) for x > 0: Lanczos' approximation, g = 7, n = 9 (Numerical Recipes 3rd ed., §6.1); ~1e-15 relative. */
 function logGamma(x: number): number {
@@ -77,17 +78,9 @@ export interface TTest {
   readonly p: number;
 }
 
-function meanOf(xs: readonly number[]): number {
-  let s = 0;
-  for (const x of xs) s += x;
-  return s / xs.length;
-}
-
-function populationSd(xs: readonly number[], mean: number): number {
-  if (xs.length < 2) return 0;
-  let s = 0;
-  for (const x of xs) s += (x - mean) ** 2;
-  return Math.sqrt(s / xs.length);
+/** numpy's std: divided by n, not n - 1 (Otava's tester feeds these to the pooled variance). */
+function populationSd(xs: readonly number[], m: number): number {
+  return xs.length < 2 ? 0 : stddev(xs, m) * Math.sqrt((xs.length - 1) / xs.length);
 }
 
 /**
@@ -96,8 +89,8 @@ function populationSd(xs: readonly number[], mean: number): number {
  * ttest_ind_from_stats), reproduced so its published change points are this module's too.
  */
 export function studentTTest(a: readonly number[], b: readonly number[]): TTest {
-  const meanA = meanOf(a);
-  const meanB = meanOf(b);
+  const meanA = mean(a);
+  const meanB = mean(b);
   const sdA = populationSd(a, meanA);
   const sdB = populationSd(b, meanB);
   const n1 = a.length;
