@@ -7,7 +7,7 @@ import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { factsLine } from '../compare/machine-facts.js';
 import { FsbenchError, messageOf } from '../contract/errors.js';
-import { formatDuration } from '../contract/units.js';
+import { formatDuration, formatSize } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
 import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from './client.js';
@@ -135,6 +135,38 @@ export function registerRemoteCommands(program: Command): void {
     await untilSignalled(() => c.stop(), (line) => {
       logger.info(line);
     });
+  });
+
+  withSettings(
+    program
+      .command('backup')
+      .argument('<file>', 'the backup to write: a new file')
+      .description("Copy the coordinator's results database to a new file, consistently, while the coordinator runs"),
+    ['dataDir'],
+  ).action(async (file: string, opts: Record<string, unknown>) => {
+    const { dataDir } = loadSettings(['dataDir'], opts);
+    const { backupDatabase } = await import('../coordinator/backup.js');
+    let shown = -1;
+    const s = await backupDatabase(dataDir, file, (fraction) => {
+      const pct = Math.floor(fraction * 100);
+      if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rbackup: ${String((shown = pct))}%`);
+    });
+    if (process.stderr.isTTY) process.stderr.write('\r');
+    process.stdout.write(`backed up ${String(s.matrices)} matrices and ${String(s.runs)} runs (${formatSize(s.bytes)}) to ${file}\n`);
+  });
+
+  withSettings(
+    program
+      .command('restore')
+      .argument('<file>', 'a backup made by `fsbench backup`')
+      .description('Put a backup in place as the results database; the coordinator must be stopped, and the database it replaces is kept beside it'),
+    ['dataDir'],
+  ).action(async (file: string, opts: Record<string, unknown>) => {
+    const { dataDir } = loadSettings(['dataDir'], opts);
+    const { restoreDatabase } = await import('../coordinator/backup.js');
+    const s = await restoreDatabase(file, dataDir);
+    const kept = s.replaced === null ? '' : `; the database it replaced is kept as ${s.replaced}`;
+    process.stdout.write(`restored ${String(s.matrices)} matrices and ${String(s.runs)} runs from ${file} into ${dataDir}${kept}\n`);
   });
 
   withSettings(

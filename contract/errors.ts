@@ -81,6 +81,8 @@ export const ERRORS = {
   JOB_EXPIRED: { status: 500, exit: 1, doc: 'an agent refused a job past the expiry its coordinator signed into it (FSBENCH_JOB_TTL), running nothing: queued too long, or a saved job replayed' },
   JOB_REPLAYED: { status: 500, exit: 1, doc: 'an agent refused a job that ran on its host already, or that carries repeat or delay options its coordinator never sets, running nothing' },
   JOB_CANCELLED: { status: 500, exit: 1, doc: 'an agent refused a job of a cancelled matrix, running nothing' },
+  DATABASE_IN_USE: { status: 409, exit: 2, doc: 'the results database is open in a running coordinator: stop it before restoring a backup over it' },
+  BACKUP_INVALID: { status: 400, exit: 2, doc: "the file is not a sound fsbench results database (not SQLite, failed SQLite's integrity check, or has no fsbench tables): nothing was restored" },
   INTERNAL: { status: 500, exit: 1, doc: "a bug in fsbench, or an answer it does not understand; the coordinator's log has the details" },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -137,6 +137,9 @@ export interface NewMatrix {
   readonly estimatedMs: number;
 }
 
+/** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
+export const DATABASE_FILE = 'fsbench.db';
+
 export class Store {
   readonly db: Database.Database;
   private readonly fingerprintHashes = new Map<string, string>();
@@ -171,11 +174,11 @@ export class Store {
   /** How many runs each cell gets under `repetitions: auto` (plans.ts owns that table). */
   readonly plans: CellPlans;
 
-  /** Opens (creating) `fsbench.db` in `dataDir`, or an in-memory database for `:memory:`. */
+  /** Opens (creating) DATABASE_FILE in `dataDir`, or an in-memory database for `:memory:`. */
   static open(dataDir: string, warn: (line: string) => void = () => undefined): Store {
     if (dataDir === ':memory:') return new Store(':memory:', warn);
     mkdirSync(dataDir, { recursive: true });
-    return new Store(path.join(dataDir, 'fsbench.db'), warn);
+    return new Store(path.join(dataDir, DATABASE_FILE), warn);
   }
 
   /**
