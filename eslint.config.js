@@ -26,9 +26,10 @@ export const LAYERS = {
   sandbox: ['contract', 'host', 'workloads', 'runner'],
   report: ['contract', 'stats'],
   compare: ['contract', 'stats', 'report'],
+  gate: ['contract', 'stats', 'report', 'compare'],
   agent: ['contract', 'settings', 'log', 'host', 'workloads', 'runner', 'sandbox', 'queue'],
-  coordinator: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'report', 'compare'],
-  cli: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'workloads', 'runner', 'sandbox', 'report', 'compare', 'agent', 'coordinator'],
+  coordinator: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'report', 'compare', 'gate'],
+  cli: ['contract', 'settings', 'log', 'host', 'stats', 'queue', 'workloads', 'runner', 'sandbox', 'report', 'compare', 'gate', 'agent', 'coordinator'],
 };
 const MODULES = Object.keys(LAYERS);
 

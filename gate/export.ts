@@ -1,0 +1,107 @@
+/**
+ * The gate's answer in the formats CI tools already read: JUnit XML (each cell-metric a test
+ * case, a regression a failure, an inconclusive cell skipped), Bencher's metric format (BMF:
+ * value with lower and upper bounds, https://bencher.dev/docs/reference/bencher-metric-format/)
+ * and the JSON github-action-benchmark's `customBiggerIsBetter` / `customSmallerIsBetter` tools
+ * read (https://github.com/benchmark-action/github-action-benchmark#examples). The bounds are
+ * the candidate's ratio interval applied to the baseline median, where there is one.
+ */
+import type { Direction } from '../contract/metrics.js';
+import { metricDoc } from '../contract/workloads/index.js';
+import type { GateReport, GateRow } from './gate.js';
+
+/** Text safe inside XML attributes and elements: escaped, and without the control characters XML 1.0 forbids. */
+function xml(text: string): string {
+  return (
+    text
+      // eslint-disable-next-line no-control-regex -- exactly the characters XML 1.0 cannot carry
+      .replace(/[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g, '')
+      .replace(/&/g, '&amp;')
+      .replace(/</g, '&lt;')
+      .replace(/>/g, '&gt;')
+      .replace(/"/g, '&quot;')
+      .replace(/'/g, '&apos;')
+  );
+}
+
+/** A case's name: the cell's label and the machines, unique within its metric's suite. */
+function caseName(r: GateRow): string {
+  const machines = r.row.baselineMachine === r.row.candidateMachine ? r.row.baselineMachine : `${r.row.baselineMachine} -> ${r.row.candidateMachine}`;
+  return `${r.row.label} [${machines}]`;
+}
+
+function caseXml(r: GateRow): string {
+  const attrs = `name="${xml(caseName(r))}" classname="${xml(`fsbench.${r.row.workload}.${r.row.metric}`)}"`;
+  if (r.status === 'regression') return `    <testcase ${attrs}>\n      <failure message="${xml(r.reason)}" type="regression">${xml(r.reason)}</failure>\n    </testcase>`;
+  if (r.status === 'inconclusive') return `    <testcase ${attrs}>\n      <skipped message="${xml(r.reason)}"/>\n    </testcase>`;
+  return `    <testcase ${attrs}>\n      <system-out>${xml(`${r.status}: ${r.reason}`)}</system-out>\n    </testcase>`;
+}
+
+/** JUnit XML as Jenkins, GitLab and GitHub's test reporters read it: one suite per metric. */
+export function gateJunit(g: GateReport): string {
+  const suites = g.compare.metrics.map((metric) => {
+    const rows = g.rows.filter((r) => r.row.metric === metric);
+    const failures = rows.filter((r) => r.status === 'regression').length;
+    const skipped = rows.filter((r) => r.status === 'inconclusive').length;
+    return [
+      `  <testsuite name="${xml(`fsbench gate: ${metric}`)}" tests="${String(rows.length)}" failures="${String(failures)}" errors="0" skipped="${String(skipped)}">`,
+      ...rows.map(caseXml),
+      '  </testsuite>',
+    ].join('\n');
+  });
+  const tests = g.rows.length;
+  return [
+    '<?xml version="1.0" encoding="UTF-8"?>',
+    `<testsuites name="fsbench gate" tests="${String(tests)}" failures="${String(g.counts.regression)}" errors="0" skipped="${String(g.counts.inconclusive)}">`,
+    ...suites,
+    '</testsuites>',
+    '',
+  ].join('\n');
+}
+
+/** The candidate's median and the interval the ratio CI puts around it in baseline units, where both sides have a result. */
+function valueOf(r: GateRow): { value: number; lower?: number; upper?: number } | null {
+  const { candidate, baseline, ci } = r.row;
+  if (candidate === null) return null;
+  if (baseline === null || ci === null) return { value: candidate.median };
+  return { value: candidate.median, lower: baseline.median * ci.low, upper: baseline.median * ci.high };
+}
+
+/** A benchmark's name in the flat formats: the metric's cell and machine. */
+function benchmarkName(r: GateRow): string {
+  return `${r.row.workload}/${caseName(r)}`;
+}
+
+/** Bencher Metric Format: { benchmark: { measure: { value, lower_value, upper_value } } }. */
+export function gateBencher(g: GateReport): Record<string, Record<string, { value: number; lower_value?: number; upper_value?: number }>> {
+  const out: Record<string, Record<string, { value: number; lower_value?: number; upper_value?: number }>> = {};
+  for (const r of g.rows) {
+    const v = valueOf(r);
+    if (v === null) continue;
+    const measures = (out[benchmarkName(r)] ??= {});
+    measures[r.row.metric] = { value: v.value, ...(v.lower === undefined ? {} : { lower_value: v.lower }), ...(v.upper === undefined ? {} : { upper_value: v.upper }) };
+  }
+  return out;
+}
+
+export interface ActionBenchmarkEntry {
+  readonly name: string;
+  readonly unit: string;
+  readonly value: number;
+  readonly range?: string;
+  readonly extra?: string;
+}
+
+/**
+ * github-action-benchmark's custom tools take one direction per file: `bigger` gives the metrics
+ * where higher is better (customBiggerIsBetter), `smaller` those where lower is (customSmallerIsBetter).
+ */
+export function gateActionBenchmark(g: GateReport, direction: 'bigger' | 'smaller'): ActionBenchmarkEntry[] {
+  const wanted: Direction = direction === 'bigger' ? 'higher' : 'lower';
+  return g.rows.flatMap((r) => {
+    const v = valueOf(r);
+    if (v === null || r.row.direction !== wanted) return [];
+    const range = v.lower === undefined || v.upper === undefined ? undefined : `${v.lower.toPrecision(4)}-${v.upper.toPrecision(4)}`;
+    return [{ name: `${benchmarkName(r)} ${r.row.metric}`, unit: metricDoc(r.row.workload, r.row.metric)?.unit ?? '', value: v.value, ...(range === undefined ? {} : { range }), extra: `${r.status}: ${r.reason}` }];
+  });
+}

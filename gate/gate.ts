@@ -1,0 +1,111 @@
+/**
+ * The regression gate: a comparison (compare/compare.ts) turned into pass or fail for a CI job.
+ * A cell-metric fails only when all of these hold, so that a noisy machine does not cry wolf:
+ * - it moved in its bad direction (the metric's metadata says which way is better; a metric
+ *   with no better direction never fails);
+ * - by more than the threshold (`maxRegression`, per metric where given), as a point estimate;
+ * - significantly: the Mann-Whitney p is below alpha and the ratio's confidence interval lies
+ *   wholly on the bad side of 1 (the interval inverts the same test, so the two agree but for
+ *   ties).
+ * Every row also states its minimum detectable effect (stats/power.ts), so a pass reads as "no
+ * regression larger than X%", and a cell whose runs cannot reach alpha is inconclusive, never a
+ * silent pass.
+ */
+import type { Direction } from '../contract/metrics.js';
+import type { CompareReport, CompareRow, SideStats } from '../compare/compare.js';
+import { detectableShift } from '../stats/power.js';
+
+export interface GateOptions {
+  /** Largest move in a metric's bad direction that passes, as a fraction: 0.05 = 5% (the default). */
+  readonly maxRegression?: number;
+  /** Thresholds of single metrics, overriding `maxRegression`. */
+  readonly perMetric?: Readonly<Record<string, number>>;
+  /** Power the minimum detectable effect is stated at; default 0.8. */
+  readonly power?: number;
+}
+
+export const GATE_DEFAULTS = { maxRegression: 0.05, power: 0.8 } as const;
+
+/**
+ * regression: fails the gate; improvement: significant, beyond the threshold, the good way;
+ * pass: anything else that could be tested; inconclusive: no result on a side, or too few runs
+ * for the test to reach alpha.
+ */
+export type GateStatus = 'regression' | 'improvement' | 'pass' | 'inconclusive';
+
+export interface GateRow {
+  readonly row: CompareRow;
+  readonly threshold: number;
+  /**
+   * The smallest relative change these runs would have detected with `power` (0.1 = 10%):
+   * Infinity when the run counts cannot reach alpha, null when a side has no spread to judge by.
+   */
+  readonly detectable: number | null;
+  readonly status: GateStatus;
+  /** Why, in a sentence a CI log can show. */
+  readonly reason: string;
+}
+
+export interface GateReport {
+  readonly verdict: 'pass' | 'fail';
+  readonly compare: CompareReport;
+  readonly rows: readonly GateRow[];
+  readonly counts: Readonly<Record<GateStatus, number>>;
+  readonly maxRegression: number;
+  readonly power: number;
+}
+
+/** Whether a ratio (candidate / baseline) is a move in the metric's bad direction. */
+function isWorse(direction: Direction, ratio: number): boolean {
+  return direction === 'higher' ? ratio < 1 : direction === 'lower' ? ratio > 1 : false;
+}
+
+function pooledCv(a: SideStats, b: SideStats): number | null {
+  if (a.cv === null || b.cv === null || a.n < 2 || b.n < 2) return null;
+  return Math.sqrt(((a.n - 1) * a.cv ** 2 + (b.n - 1) * b.cv ** 2) / (a.n + b.n - 2));
+}
+
+function pct(x: number): string {
+  return `${(x * 100).toFixed(1)}%`;
+}
+
+function judge(row: CompareRow, threshold: number, power: number, alpha: number): GateRow {
+  const { baseline, candidate, ratio, ci, pValue } = row;
+  if (baseline === null || candidate === null || ratio === null) {
+    const why = row.warnings.find((w) => w.kind === 'no-result')?.text ?? 'a side has no result';
+    return { row, threshold, detectable: null, status: 'inconclusive', reason: why };
+  }
+  const cv = pooledCv(baseline, candidate);
+  const detectable = cv === null ? null : detectableShift(cv, baseline.n, candidate.n, { alpha, power });
+  if (detectable === Number.POSITIVE_INFINITY) {
+    return { row, threshold, detectable, status: 'inconclusive', reason: `${String(baseline.n)} vs ${String(candidate.n)} runs cannot reach p < ${String(alpha)}: run more repetitions` };
+  }
+  // The change of the value itself, relative to the baseline, as people read "20% slower".
+  const move = Math.abs(ratio - 1);
+  const significant = pValue !== null && pValue < alpha && ci !== null && (ci.high < 1 || ci.low > 1);
+  const beyond = move > threshold;
+  if (significant && beyond && row.direction !== 'neither') {
+    const worse = isWorse(row.direction, ratio);
+    const interval = `, ${String(Math.round(ci.level * 100))}% CI of the ratio ${ci.low.toFixed(3)}-${ci.high.toFixed(3)}`;
+    return {
+      row,
+      threshold,
+      detectable,
+      status: worse ? 'regression' : 'improvement',
+      reason: `${worse ? 'worse' : 'better'} by ${pct(move)} (limit ${pct(threshold)}), p = ${pValue.toPrecision(2)}${interval}`,
+    };
+  }
+  const smallest = detectable === null ? '' : `; no change larger than ${pct(detectable)} would have gone unseen (${String(Math.round(power * 100))}% power)`;
+  const why = !significant ? `not significant (p = ${pValue === null ? 'n/a' : pValue.toPrecision(2)})` : row.direction === 'neither' ? 'changed, but the metric has no better direction' : `moved ${pct(move)}, within the limit of ${pct(threshold)}`;
+  return { row, threshold, detectable, status: 'pass', reason: `${why}${smallest}` };
+}
+
+/** Judges every row of a comparison; the gate fails when any row is a regression. */
+export function gate(compare: CompareReport, options: GateOptions = {}): GateReport {
+  const maxRegression = options.maxRegression ?? GATE_DEFAULTS.maxRegression;
+  const power = options.power ?? GATE_DEFAULTS.power;
+  const rows = compare.rows.map((r) => judge(r, options.perMetric?.[r.metric] ?? maxRegression, power, compare.alpha));
+  const counts: Record<GateStatus, number> = { regression: 0, improvement: 0, pass: 0, inconclusive: 0 };
+  for (const r of rows) counts[r.status]++;
+  return { verdict: counts.regression > 0 ? 'fail' : 'pass', compare, rows, counts, maxRegression, power };
+}

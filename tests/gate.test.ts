@@ -1,0 +1,103 @@
+/**
+ * The regression gate (gate/) on comparisons of synthetic runs with planted changes: it fails on
+ * a real regression, names the cell and metric, passes a same-machine rerun and a change within
+ * the limit, and says when runs are too few to tell. Its JUnit, Bencher and
+ * github-action-benchmark outputs are checked against those formats' shapes.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { compareRunSets } from '../compare/compare.js';
+import type { Cell } from '../contract/matrix.js';
+import { gate } from '../gate/gate.js';
+import { gateActionBenchmark, gateBencher, gateJunit } from '../gate/export.js';
+import { syntheticRuns } from './fixtures/synthetic.js';
+
+const MATRIX = { name: 'gate', workload: 'inotify' as const, repetitions: 10, warmup: 0, params: { files: [64, 128, 256] } };
+
+function runs(seed: number, o: { effect?: (c: Cell) => number; repetitions?: number } = {}) {
+  return syntheticRuns({
+    matrix: { ...MATRIX, repetitions: o.repetitions ?? 10 },
+    machine: { machine: 'ci-runner' },
+    seed,
+    noise: 0.03,
+    ...(o.effect ? { effect: o.effect } : {}),
+  });
+}
+
+async function gateOf(baseline: ReturnType<typeof runs>, candidate: ReturnType<typeof runs>, maxRegression = 0.05) {
+  return gate(await compareRunSets(baseline, candidate, { metrics: ['eventsPerSec'] }), { maxRegression });
+}
+
+describe('gate', () => {
+  it('passes a rerun of the same cells on the same machine, stating the smallest change it would have seen', async () => {
+    const g = await gateOf(runs(1), runs(2));
+    expect(g.rows).toHaveLength(3);
+    expect(g.verdict).toBe('pass');
+    expect(g.counts.regression).toBe(0);
+    for (const r of g.rows) {
+      expect(r.status).toBe('pass');
+      // 3% noise and 10 runs a side: a change of about 4% or more would have been seen.
+      expect(r.detectable).not.toBeNull();
+      expect(r.detectable ?? 1).toBeLessThan(0.06);
+      expect(r.reason).toMatch(/no change larger than \d+\.\d% would have gone unseen \(80% power\)/);
+    }
+  });
+
+  it('fails on a 25% slowdown and names every cell and metric that regressed', async () => {
+    const g = await gateOf(runs(1), runs(2, { effect: () => 0.75 }));
+    expect(g.verdict).toBe('fail');
+    expect(g.counts.regression).toBe(3);
+    for (const r of g.rows) {
+      expect(r.status).toBe('regression');
+      expect(r.row.metric).toBe('eventsPerSec');
+      expect(r.reason).toMatch(/^worse by 2[4-6]\.\d% \(limit 5\.0%\), p = .*CI of the ratio 0\.7\d*-0\.7\d*/);
+    }
+    const junit = gateJunit(g);
+    expect(junit).toContain('<testsuites name="fsbench gate" tests="3" failures="3" errors="0" skipped="0">');
+    for (const files of ['64', '128', '256']) expect(junit).toMatch(new RegExp(`<testcase name="files=${files} \\[ci-runner\\]" classname="fsbench\\.inotify\\.eventsPerSec">\\n\\s*<failure message="worse by`));
+  });
+
+  it('fails only the cell that regressed, and passes a significant change within the limit', async () => {
+    const one = await gateOf(runs(1), runs(2, { effect: (c) => (c.params['files'] === 128 ? 0.8 : 1) }));
+    expect(one.verdict).toBe('fail');
+    expect(one.rows.filter((r) => r.status === 'regression').map((r) => r.row.label)).toEqual(['files=128']);
+    const small = await gateOf(runs(1), runs(2, { effect: () => 0.97 }), 0.05);
+    expect(small.verdict).toBe('pass');
+    expect(small.rows.every((r) => r.status === 'pass')).toBe(true);
+    expect(small.rows.length).toBe(3);
+    // A faster candidate is an improvement, not a failure.
+    const faster = await gateOf(runs(1), runs(2, { effect: () => 1.3 }));
+    expect(faster.verdict).toBe('pass');
+    expect(faster.counts.improvement).toBe(3);
+  });
+
+  it('calls cells with too few runs to reach alpha inconclusive, never a silent pass', async () => {
+    const g = await gateOf(runs(1, { repetitions: 3 }), runs(2, { repetitions: 3, effect: () => 0.5 }));
+    expect(g.counts.inconclusive).toBe(3);
+    expect(g.counts.regression).toBe(0);
+    for (const r of g.rows) {
+      expect(r.detectable).toBe(Number.POSITIVE_INFINITY);
+      expect(r.reason).toBe('3 vs 3 runs cannot reach p < 0.05: run more repetitions');
+    }
+    expect(gateJunit(g)).toContain('skipped="3"');
+  });
+
+  it('exports Bencher metric format and github-action-benchmark JSON in their published shapes', async () => {
+    const g = await gateOf(runs(1), runs(2, { effect: () => 0.75 }));
+    // https://bencher.dev/docs/reference/bencher-metric-format/
+    const Bmf = z.record(z.string().min(1), z.record(z.string().min(1), z.object({ value: z.number(), lower_value: z.number().optional(), upper_value: z.number().optional() }).strict()));
+    const bmf = Bmf.parse(JSON.parse(JSON.stringify(gateBencher(g))));
+    expect(Object.keys(bmf)).toHaveLength(3);
+    for (const measures of Object.values(bmf)) {
+      const m = measures['eventsPerSec'];
+      expect(m).toBeDefined();
+      expect(m?.lower_value ?? 0).toBeLessThan(m?.upper_value ?? 0);
+    }
+    // github-action-benchmark's custom tools: [{ name, unit, value, range?, extra? }]
+    const Entry = z.object({ name: z.string().min(1), unit: z.string().min(1), value: z.number(), range: z.string().optional(), extra: z.string().optional() }).strict();
+    const bigger = z.array(Entry).parse(JSON.parse(JSON.stringify(gateActionBenchmark(g, 'bigger'))));
+    expect(bigger).toHaveLength(3);
+    expect(bigger[0]?.unit).toBe('events/s');
+    expect(gateActionBenchmark(g, 'smaller')).toEqual([]);
+  });
+});
