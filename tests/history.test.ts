@@ -1,0 +1,115 @@
+/**
+ * History over (simulated) time: twenty nightly matrices of one name uploaded into a real
+ * coordinator store, one cell stepping up 25% from the thirteenth on, the others only noisy.
+ * History finds the step at the right matrix with the right size, nothing elsewhere, marks a
+ * kernel upgrade where it happened, and calls a step made of disturbed runs suspect.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Cell } from '../contract/matrix.js';
+import type { RunResult } from '../contract/result.js';
+import { History } from '../coordinator/history.js';
+import { storeResultSink } from '../coordinator/store-adapter.js';
+import { Store } from '../coordinator/store.js';
+import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
+
+const DAY = 24 * 3600 * 1000;
+const NIGHTS = 20;
+
+interface Night {
+  readonly effect?: (c: Cell) => number;
+  readonly kernel?: string;
+  /** Outside CPU use of every run of the cells it returns true for (flags them above 0.1). */
+  readonly disturbed?: (c: Cell) => boolean;
+}
+
+/** Night `k`'s runs: the same matrix name, started k days after the first. */
+function night(k: number, o: Night = {}): RunResult[] {
+  const runs = syntheticRuns({
+    matrix: { name: 'nightly', workload: 'inotify', repetitions: 5, warmup: 0, params: { files: [64, 128, 256] } },
+    machine: { machine: 'box' },
+    seed: 100 + k,
+    noise: 0.02,
+    ...(o.effect ? { effect: o.effect } : {}),
+  });
+  const shift = (iso: string) => new Date(Date.parse(iso) + k * DAY).toISOString();
+  return runs.map((r) => {
+    const cell: Cell = { id: r.cellId, workload: r.workload, params: r.params };
+    const fingerprint = o.kernel ? { ...r.fingerprint, kernel: { ...r.fingerprint.kernel, release: o.kernel } } : r.fingerprint;
+    const moved = { ...r, startedAt: shift(r.startedAt), finishedAt: shift(r.finishedAt), fingerprint };
+    return o.disturbed?.(cell) === true && moved.state === 'ok' ? { ...moved, interference: syntheticInterference(0.6) } : moved;
+  });
+}
+
+describe('history', () => {
+  let store: Store;
+  beforeEach(() => {
+    store = Store.open(':memory:');
+  });
+  afterEach(() => {
+    store.close();
+  });
+
+  it('finds a 25% step in one cell at the matrix where it happened, with its size, and no change in the noisy others', () => {
+    const sink = storeResultSink(store);
+    const ids: string[] = [];
+    for (let k = 0; k < NIGHTS; k++) {
+      const imported = sink.importRuns(night(k, { effect: (c) => (c.params['files'] === 128 && k >= 12 ? 1.25 : 1), ...(k >= 15 ? { kernel: '6.12.9' } : {}) }));
+      expect(imported.matrices).toHaveLength(1);
+      ids.push(imported.matrices[0]?.id ?? '');
+    }
+    const page = new History(store).series({ name: 'nightly', metric: 'eventsPerSec' });
+    expect(page.series.map((s) => s.label)).toEqual(['files=128', 'files=256', 'files=64']);
+    for (const s of page.series) expect(s.points).toHaveLength(NIGHTS);
+
+    const stepped = page.series.find((s) => s.label === 'files=128');
+    expect(stepped?.changes).toHaveLength(1);
+    const change = stepped?.changes[0];
+    expect(change?.index).toBe(12);
+    expect(change?.matrixId).toBe(ids[12]);
+    expect(change?.ratio).toBeGreaterThan(1.2);
+    expect(change?.ratio).toBeLessThan(1.3);
+    expect(change?.ratioLow).toBeGreaterThan(1.15);
+    expect(change?.magnitude).toBeGreaterThan(0.2);
+    expect(change?.p).toBeLessThan(0.001);
+    expect(change?.suspect).toBe(false);
+    for (const s of page.series.filter((x) => x.label !== 'files=128')) expect(s.changes).toEqual([]);
+
+    // The kernel upgrade is marked at the first matrix that ran on it, and only there.
+    const marked = stepped?.points.flatMap((p, i) => (p.factChanges.length > 0 ? [[i, p.factChanges]] : [])) ?? [];
+    expect(marked).toEqual([[15, ['kernel: 6.1.0-synthetic -> 6.12.9']]]);
+    expect(stepped?.points[15]?.kernel).toBe('6.12.9');
+  });
+
+  it('calls a step made of disturbed runs suspect, and says why', () => {
+    const sink = storeResultSink(store);
+    for (let k = 0; k < NIGHTS; k++) {
+      const drop = (c: Cell) => c.params['files'] === 64 && k >= 10;
+      sink.importRuns(night(k, { effect: (c) => (drop(c) ? 0.7 : 1), disturbed: drop }));
+    }
+    const page = new History(store).series({ name: 'nightly', metric: 'eventsPerSec', params: { files: 64 } });
+    expect(page.series).toHaveLength(1);
+    const change = page.series[0]?.changes[0];
+    expect(change?.index).toBe(10);
+    expect(change?.suspect).toBe(true);
+    expect(change?.why[0]).toMatch(/^matrix \S+ has 5 of 5 runs flagged for interference$/);
+  });
+
+  it('pages through series, summarising each finished matrix once', () => {
+    const sink = storeResultSink(store);
+    for (let k = 0; k < 4; k++) sink.importRuns(night(k));
+    const history = new History(store);
+    const first = history.series({ name: 'nightly', limit: 2 });
+    expect(first.series).toHaveLength(2);
+    expect(first.next).not.toBeNull();
+    const rest = history.series({ name: 'nightly', limit: 1000, after: first.next ?? '' });
+    const all = history.series({ name: 'nightly', limit: 1000 });
+    expect([...first.series, ...rest.series].map((s) => s.key)).toEqual(all.series.map((s) => s.key));
+    expect(rest.next).toBeNull();
+    const rows = () => store.db.prepare<[], { n: number }>('SELECT count(*) AS n FROM history_points').get()?.n;
+    const before = rows();
+    sink.importRuns(night(4));
+    history.series({ name: 'nightly' });
+    expect(rows()).toBeGreaterThan(before ?? 0);
+    expect(history.series({ name: 'nobody' }).series).toEqual([]);
+  });
+});
