@@ -6,9 +6,10 @@ import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { MachineFingerprint } from '../contract/fingerprint.js';
+import { Interference } from '../contract/interference.js';
 import { CellParams } from '../contract/matrix.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
-import { compareSides, readSide } from '../compare/compare.js';
+import { compareSides, readSide, type CompareReport } from '../compare/compare.js';
 import { exportableCompare } from '../compare/view.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
 import { readRunsFile, runsOfFile } from '../report/runs-file.js';
@@ -16,9 +17,8 @@ import { ReportSchema } from '../report/schema.js';
 import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
 import { clientFromSettings, type CoordinatorClient } from './client.js';
 
-type CompareFlags = {
+export type CompareFlags = {
   metric?: string[];
-  format: FormatName;
   alpha: string;
   baselineMachine?: string;
   candidateMachine?: string;
@@ -63,6 +63,8 @@ const RemoteResults = z.object({
         metrics: z.record(z.string(), z.number().nullable()).optional(),
         error: z.object({ code: z.string(), message: z.string() }).optional(),
         reason: z.string().optional(),
+        // Read for --exclude-flagged; one this version cannot read counts as not measured.
+        interference: Interference.optional().catch(undefined),
       })
       .loose(),
   ),
@@ -109,26 +111,40 @@ function* pageRuns(matrix: z.infer<typeof RemoteResults>['matrix'], runs: z.infe
       ...(r.metrics ? { metrics: r.metrics } : {}),
       ...(r.error ? { error: r.error } : {}),
       ...(r.reason === undefined ? {} : { reason: r.reason }),
+      ...(r.interference ? { interference: r.interference } : {}),
     };
   }
 }
 
-async function compareCommand(baseline: string, candidate: string, flags: CompareFlags): Promise<void> {
+/** How many runs a side left out because they were flagged for interference. */
+export interface Excluded {
+  baseline: number;
+  candidate: number;
+}
+
+/**
+ * Reads both sides (files or matrix:ID on the coordinator) and compares them. With
+ * `excludeFlagged`, runs flagged for interference are left out of both and counted in it.
+ */
+export async function readComparison(baseline: string, candidate: string, flags: CompareFlags, excludeFlagged?: Excluded): Promise<CompareReport> {
   const alpha = Number(flags.alpha);
   if (!(alpha > 0 && alpha < 0.5)) throw new FsbenchError('CONFIG_INVALID', `--alpha ${flags.alpha} is not a number between 0 and 0.5`);
   const metrics = flags.metric?.flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
   const remote = [baseline, candidate].some((x) => REMOTE.test(x));
   const client = remote ? clientFromSettings(flags) : undefined;
-  const runsOf = (ref: string, fingerprints: Fingerprints): AsyncIterable<AggregatableRun> => {
+  async function* runsOf(ref: string, fingerprints: Fingerprints, side: keyof Excluded): AsyncGenerator<AggregatableRun> {
     const id = REMOTE.exec(ref)?.[1];
-    return id !== undefined && client ? remoteRuns(id, client, fingerprints) : runsOfFile(ref);
-  };
+    for await (const r of id !== undefined && client ? remoteRuns(id, client, fingerprints) : runsOfFile(ref)) {
+      if (excludeFlagged && (r.interference?.flagged.length ?? 0) > 0) excludeFlagged[side]++;
+      else yield r;
+    }
+  }
   const useMetrics = metrics && metrics.length > 0 ? metrics : undefined;
   const options = { ...(useMetrics ? { metrics: useMetrics } : {}), alpha };
   const fa: Fingerprints = new Map();
   const fb: Fingerprints = new Map();
-  const a = await readSide(baseline, runsOf(baseline, fa), { ...options, machine: flags.baselineMachine, fingerprintOf: (m) => fa.get(m) ?? null });
-  const b = await readSide(candidate, runsOf(candidate, fb), { ...options, machine: flags.candidateMachine, fingerprintOf: (m) => fb.get(m) ?? null });
+  const a = await readSide(baseline, runsOf(baseline, fa, 'baseline'), { ...options, machine: flags.baselineMachine, fingerprintOf: (m) => fa.get(m) ?? null });
+  const b = await readSide(candidate, runsOf(candidate, fb, 'candidate'), { ...options, machine: flags.candidateMachine, fingerprintOf: (m) => fb.get(m) ?? null });
   for (const [side, machine, flag] of [[a, flags.baselineMachine, '--baseline-machine'], [b, flags.candidateMachine, '--candidate-machine']] as const) {
     if (machine !== undefined && side.report.cells.length === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
   }
@@ -136,7 +152,26 @@ async function compareCommand(baseline: string, candidate: string, flags: Compar
   if (useMetrics && report.rows.length === 0 && report.unmatched.baseline.length + report.unmatched.candidate.length === 0) {
     throw new FsbenchError('CONFIG_INVALID', `no run has the metric ${useMetrics.join(', ')}`);
   }
-  process.stdout.write(render(flags.format, exportableCompare(report)));
+  return report;
+}
+
+async function compareCommand(baseline: string, candidate: string, flags: CompareFlags & { format: FormatName }): Promise<void> {
+  process.stdout.write(render(flags.format, exportableCompare(await readComparison(baseline, candidate, flags))));
+}
+
+/** The options every command reading two sides takes (compare, gate). */
+export function withSideOptions(cmd: Command): Command {
+  return cmd
+    .argument('<baseline>', 'a .jsonl file from `fsbench run --out`, or matrix:ID on the coordinator')
+    .argument('<candidate>', 'a .jsonl file, or matrix:ID')
+    .option('-m, --metric <names...>', "metrics to compare (comma-separated or repeated); default: the workload's headline metrics")
+    .option('--alpha <p>', 'significance level of the Mann-Whitney test', '0.05')
+    .option('--baseline-machine <name>', 'only the baseline runs from this machine')
+    .option('--candidate-machine <name>', 'only the candidate runs from this machine')
+    .option('--url <url>', 'coordinator for matrix:ID arguments (FSBENCH_URL)')
+    .option('--token <token>', 'refused: a command line is readable by every user; use --token-file or FSBENCH_TOKEN')
+    .option('--token-file <path>', 'a file holding the bearer token for the coordinator (FSBENCH_TOKEN_FILE, or FSBENCH_TOKEN)')
+    .option('--insecure-token', 'send the token over plain http:// to another machine too (FSBENCH_INSECURE_TOKEN)');
 }
 
 /**
@@ -173,20 +208,8 @@ async function uploadCommand(file: string, flags: { url?: string; token?: string
 }
 
 export function registerCompareCommands(program: Command): void {
-  program
-    .command('compare')
-    .description('compare two result sets cell by cell: medians, delta, ratio CI, Mann-Whitney p (~ when not significant)')
-    .argument('<baseline>', 'a .jsonl file from `fsbench run --out`, or matrix:ID on the coordinator')
-    .argument('<candidate>', 'a .jsonl file, or matrix:ID')
-    .option('-m, --metric <names...>', 'metrics to compare (comma-separated or repeated); default: the workload\'s headline metrics')
+  withSideOptions(program.command('compare').description('compare two result sets cell by cell: medians, delta, ratio CI, Mann-Whitney p (~ when not significant)'))
     .addOption(new Option('-f, --format <format>', 'output format').choices(FORMAT_NAMES).default('table'))
-    .option('--alpha <p>', 'significance level of the Mann-Whitney test', '0.05')
-    .option('--baseline-machine <name>', 'only the baseline runs from this machine')
-    .option('--candidate-machine <name>', 'only the candidate runs from this machine')
-    .option('--url <url>', 'coordinator for matrix:ID arguments (FSBENCH_URL)')
-    .option('--token <token>', 'refused: a command line is readable by every user; use --token-file or FSBENCH_TOKEN')
-    .option('--token-file <path>', 'a file holding the bearer token for the coordinator (FSBENCH_TOKEN_FILE, or FSBENCH_TOKEN)')
-    .option('--insecure-token', 'send the token over plain http:// to another machine too (FSBENCH_INSECURE_TOKEN)')
     .action(compareCommand);
 
   program

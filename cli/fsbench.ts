@@ -7,6 +7,7 @@
 import { Command, CommanderError } from 'commander';
 import { ERRORS, errorLine, FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { registerCompareCommands } from './compare.js';
+import { registerGateCommands } from './gate.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
 import { registerReportCommands } from './report.js';
@@ -21,6 +22,7 @@ const program = new Command('fsbench')
 
 registerLocalCommands(program);
 registerCompareCommands(program);
+registerGateCommands(program);
 registerReportCommands(program);
 registerRemoteCommands(program);
 registerSandboxCommands(program);

@@ -14,6 +14,7 @@ export const EXIT_CODES = {
   3: 'cancelled or abandoned: the matrix was cancelled while `fsbench submit --wait` followed it, or a run was given up',
   4: 'refused: the bearer token is missing or wrong (FSBENCH_TOKEN)',
   5: 'not found: no such matrix',
+  6: '`fsbench gate` found a regression: the verdict names each cell and metric',
   75: 'temporarily unavailable, try again: queue full, Redis away, coordinator unreachable, no matching agent yet',
   130: 'interrupted by SIGINT or SIGTERM (`fsbench run` keeps and summarises the finished runs)',
 } as const;
@@ -81,6 +82,7 @@ export const ERRORS = {
   JOB_EXPIRED: { status: 500, exit: 1, doc: 'an agent refused a job past the expiry its coordinator signed into it (FSBENCH_JOB_TTL), running nothing: queued too long, or a saved job replayed' },
   JOB_REPLAYED: { status: 500, exit: 1, doc: 'an agent refused a job that ran on its host already, or that carries repeat or delay options its coordinator never sets, running nothing' },
   JOB_CANCELLED: { status: 500, exit: 1, doc: 'an agent refused a job of a cancelled matrix, running nothing' },
+  REGRESSION: { status: 422, exit: 6, doc: 'the gate found a regression: a cell-metric moved its bad way by more than --max-regression, significantly; the output names each' },
   DATABASE_IN_USE: { status: 409, exit: 2, doc: 'the results database is open in a running coordinator: stop it before restoring a backup over it' },
   BACKUP_INVALID: { status: 400, exit: 2, doc: "the file is not a sound fsbench results database (not SQLite, failed SQLite's integrity check, or has no fsbench tables): nothing was restored" },
   INTERNAL: { status: 500, exit: 1, doc: "a bug in fsbench, or an answer it does not understand; the coordinator's log has the details" },

@@ -4,13 +4,17 @@
  * the limit, and says when runs are too few to tell. Its JUnit, Bencher and
  * github-action-benchmark outputs are checked against those formats' shapes.
  */
-import { describe, expect, it } from 'vitest';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { compareRunSets } from '../compare/compare.js';
 import type { Cell } from '../contract/matrix.js';
 import { gate } from '../gate/gate.js';
 import { gateActionBenchmark, gateBencher, gateJunit } from '../gate/export.js';
-import { syntheticRuns } from './fixtures/synthetic.js';
+import type { RunResult } from '../contract/result.js';
+import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
+import { freshCli, runCli, tempDir } from './helpers/local.js';
 
 const MATRIX = { name: 'gate', workload: 'inotify' as const, repetitions: 10, warmup: 0, params: { files: [64, 128, 256] } };
 
@@ -100,4 +104,58 @@ describe('gate', () => {
     expect(bigger[0]?.unit).toBe('events/s');
     expect(gateActionBenchmark(g, 'smaller')).toEqual([]);
   });
+});
+
+describe('fsbench gate', () => {
+  const dir = tempDir('fsbench-gate-');
+  afterAll(() => {
+    dir.remove();
+  });
+  const file = (name: string, runs: readonly RunResult[]) => {
+    const p = path.join(dir.dir, name);
+    writeFileSync(p, runs.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    return p;
+  };
+
+  it('exits 0 on a rerun and 6 on a 25% slowdown, naming the cell and metric in the table, Markdown and JUnit', async () => {
+    await freshCli();
+    const base = file('base.jsonl', runs(1));
+    const same = file('same.jsonl', runs(2));
+    const slow = file('slow.jsonl', runs(3, { effect: (c) => (c.params['files'] === 256 ? 0.75 : 1) }));
+    const pass = await runCli(['gate', base, same, '--metric', 'eventsPerSec']);
+    expect(pass.stderr).toBe('');
+    expect(pass.code).toBe(0);
+    expect(pass.stdout).toMatch(/^gate: .*base\.jsonl -> .*same\.jsonl: PASS$/m);
+
+    const table = await runCli(['gate', base, slow, '--metric', 'eventsPerSec']);
+    expect(table.code).toBe(6);
+    expect(table.stdout).toMatch(/REGRESSION eventsPerSec files=256 \[ci-runner\]: worse by 2\d\.\d%/);
+    expect(table.stderr).toMatch(/^fsbench: 1 regression: eventsPerSec files=256 \[REGRESSION\]$/m);
+    const md = await runCli(['gate', base, slow, '--metric', 'eventsPerSec', '--format', 'md']);
+    expect(md.code).toBe(6);
+    expect(md.stdout).toMatch(/^\| regression \| eventsPerSec \| files=256 \|/m);
+    const junit = path.join(dir.dir, 'gate.xml');
+    const xml = await runCli(['gate', base, slow, '--metric', 'eventsPerSec', '--format', 'junit', '--out', junit]);
+    expect(xml.code).toBe(6);
+    expect(readFileSync(junit, 'utf8')).toMatch(/<testcase name="files=256 \[ci-runner\]" classname="fsbench\.inotify\.eventsPerSec">\n\s*<failure message="worse by/);
+
+    const loose = await runCli(['gate', base, slow, '--metric', 'eventsPerSec', '--limit', 'eventsPerSec=30%']);
+    expect(loose.code).toBe(0);
+    const bad = await runCli(['gate', base, slow, '--max-regression', 'lots']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--max-regression lots is not a positive share such as 5% or 0\.05 \[CONFIG_INVALID\]/);
+  }, 120_000);
+
+  it('with --exclude-flagged leaves the disturbed runs out, and says how many', async () => {
+    await freshCli();
+    const base = file('base2.jsonl', runs(1));
+    // The candidate's slow runs are the disturbed ones: the machine, not the code.
+    const disturbed = runs(4).map((r, i) => (i % 2 === 0 && r.state === 'ok' ? { ...r, metrics: { ...r.metrics, eventsPerSec: (r.metrics['eventsPerSec'] ?? 0) * 0.5 }, interference: syntheticInterference(0.8) } : r));
+    const cand = file('disturbed.jsonl', disturbed);
+    const kept = await runCli(['gate', base, cand, '--metric', 'eventsPerSec']);
+    expect(kept.code).toBe(6);
+    const out = await runCli(['gate', base, cand, '--metric', 'eventsPerSec', '--exclude-flagged']);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain('runs flagged for interference left out: 0 of the baseline, 15 of the candidate (--exclude-flagged)');
+  }, 120_000);
 });

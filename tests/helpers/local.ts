@@ -15,7 +15,7 @@ import { PACKAGE_ROOT } from '../../host/native.js';
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'cli', 'fsbench.js');
 
 /** What the compiled CLI is built from. */
-const CLI_SOURCES = ['agent', 'coordinator', 'cli', 'contract', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads', 'stats', 'report', 'compare'];
+const CLI_SOURCES = ['agent', 'coordinator', 'cli', 'contract', 'log', 'host', 'queue', 'runner', 'sandbox', 'settings', 'workloads', 'stats', 'report', 'compare', 'gate'];
 
 function newestSource(dir: string): number {
   let newest = 0;
