@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { ERRORS, errorLine, FsbenchError, toFsbenchError } from '../contract/errors.js';
 import { registerCompareCommands } from './compare.js';
 import { registerGateCommands } from './gate.js';
+import { registerHistoryCommands } from './history.js';
 import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
 import { registerReportCommands } from './report.js';
@@ -23,6 +24,7 @@ const program = new Command('fsbench')
 registerLocalCommands(program);
 registerCompareCommands(program);
 registerGateCommands(program);
+registerHistoryCommands(program);
 registerReportCommands(program);
 registerRemoteCommands(program);
 registerSandboxCommands(program);

@@ -13,7 +13,8 @@ import { differingFacts } from '../compare/machine-facts.js';
 import { canonical } from '../compare/sides.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
-import { WORKLOAD_NAMES, type WorkloadName } from '../contract/workloads/index.js';
+import { parseParam } from '../contract/params.js';
+import { paramSpec, WORKLOAD_NAMES, type WorkloadName } from '../contract/workloads/index.js';
 import { z } from 'zod';
 import { aggregateRuns } from '../stats/aggregate.js';
 import { changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
@@ -45,8 +46,8 @@ export interface HistoryQuery {
   readonly name: string;
   readonly machine?: string;
   readonly metric?: string;
-  /** Only cells whose parameters have these values (canonical, as a cell holds them). */
-  readonly params?: Readonly<CellParams>;
+  /** Only cells whose parameters have these values, as a matrix would spell them (`bufferBytes: 64KiB`). */
+  readonly params?: Readonly<Record<string, string | number | boolean>>;
   readonly limit?: number;
   /** The last series key of the previous page. */
   readonly after?: string;
@@ -182,7 +183,12 @@ export class History {
       .all({ name: q.name, machine: q.machine ?? null, metric: q.metric ?? null })
       .filter((k) => {
         const params = CellParams.parse(JSON.parse(k.params));
-        return Object.entries(q.params ?? {}).every(([name, value]) => params[name] === value);
+        const workload = Workload.parse(k.workload);
+        return Object.entries(q.params ?? {}).every(([name, raw]) => {
+          const spec = paramSpec(workload, name);
+          const parsed = spec ? parseParam(spec, raw) : null;
+          return parsed?.ok === true ? params[name] === parsed.value : params[name] === raw;
+        });
       })
       .filter((k) => q.after === undefined || seriesKey(k.machine, k.metric, k.cell_key) > q.after);
     const page = keys.slice(0, limit);

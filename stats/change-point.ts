@@ -24,13 +24,13 @@ export interface ChangePoint {
 }
 
 export interface ChangePointOptions {
-  /** Length of the sliding windows of the split step (Otava's `window_len`); default 30, at least 2. */
+  /** Length of the sliding windows of the split step (Otava's `window_len`); at least 2. */
   readonly windowLength?: number;
-  /** The p-value a change point must reach (Otava's `max_pvalue`); default 0.001. */
+  /** The p-value a change point must reach (Otava's `max_pvalue`). */
   readonly maxP?: number;
   /**
    * The relative change a significant point must also reach to be kept (Otava's
-   * `min_magnitude`, 0.05 = 5%); default 0: significance alone decides.
+   * `min_magnitude`, 0.05 = 5%); by default significance alone decides.
    */
   readonly minMagnitude?: number;
   /**
@@ -39,6 +39,9 @@ export interface ChangePointOptions {
    */
   readonly otava?: boolean;
 }
+
+/** Window 30 and p 0.001 as Otava's defaults for a series of benchmark results; no magnitude floor. */
+export const CHANGE_POINT_DEFAULTS = { windowLength: 30, maxP: 0.001, minMagnitude: 0 } as const;
 
 /** A half-open range [start, end) of the series. */
 interface Interval {
@@ -193,10 +196,10 @@ function merge(points: ChangePoint[], series: readonly number[], maxP: number, m
  * exceeds `minMagnitude` (Hunter's reasoning: a window sees too few points to be strict).
  */
 export function changePoints(series: readonly number[], options: ChangePointOptions = {}): ChangePoint[] {
-  const windowLength = options.windowLength ?? 30;
-  const maxP = options.maxP ?? 0.001;
+  const windowLength = options.windowLength ?? CHANGE_POINT_DEFAULTS.windowLength;
+  const maxP = options.maxP ?? CHANGE_POINT_DEFAULTS.maxP;
   if (!Number.isInteger(windowLength) || windowLength < 2) throw new RangeError('windowLength must be an integer of at least 2');
   if (series.some((x) => !Number.isFinite(x))) throw new RangeError('a change-point series holds finite numbers only');
   const firstPass = maxP < 0.05 ? maxP * 10 : maxP < 0.5 ? maxP * 2 : maxP;
-  return merge(split(series, windowLength, firstPass), series, maxP, options.minMagnitude ?? 0, options.otava === true);
+  return merge(split(series, windowLength, firstPass), series, maxP, options.minMagnitude ?? CHANGE_POINT_DEFAULTS.minMagnitude, options.otava === true);
 }

@@ -4,13 +4,16 @@
  * History finds the step at the right matrix with the right size, nothing elsewhere, marks a
  * kernel upgrade where it happened, and calls a step made of disturbed runs suspect.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { History } from '../coordinator/history.js';
 import { storeResultSink } from '../coordinator/store-adapter.js';
 import { Store } from '../coordinator/store.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
+import { freshCli, runCli, tempDir } from './helpers/local.js';
 
 const DAY = 24 * 3600 * 1000;
 const NIGHTS = 20;
@@ -112,4 +115,34 @@ describe('history', () => {
     expect(rows()).toBeGreaterThan(before ?? 0);
     expect(history.series({ name: 'nobody' }).series).toEqual([]);
   });
+});
+
+describe('fsbench history', () => {
+  const dir = tempDir('fsbench-history-');
+  afterAll(() => {
+    dir.remove();
+  });
+
+  it('reads nightly result files and prints where each series changed', async () => {
+    await freshCli();
+    const files = Array.from({ length: NIGHTS }, (_, k) => {
+      const file = path.join(dir.dir, `night-${String(k).padStart(2, '0')}.jsonl`);
+      const runs = night(k, { effect: (c) => (c.params['files'] === 128 && k >= 12 ? 1.25 : 1) });
+      writeFileSync(file, runs.map((r) => JSON.stringify(r)).join('\n') + '\n');
+      return file;
+    });
+    const out = await runCli(['history', 'nightly', ...files, '--metric', 'eventsPerSec']);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    expect(out.stdout).toMatch(/files=128 +20 +\S+ +2026-01-13 \+2\d\.\d+% 1\.\d+\.\.1\.\d+ p=/);
+    expect(out.stdout).toMatch(/files=256 +20 +\S+ +none/);
+    expect(out.stdout).toMatch(/files=64 +20 +\S+ +none/);
+    const one = await runCli(['history', 'nightly', ...files, '--metric', 'eventsPerSec', '--param', 'files=128', '--points', '--format', 'md']);
+    expect(one.code).toBe(0);
+    expect(one.stdout.match(/^\| 2026-01-\d\d /gm)).toHaveLength(NIGHTS);
+    expect(one.stdout).toMatch(/^\| 2026-01-13 .*\| change \+2\d\.\d+% \|$/m);
+    const none = await runCli(['history', 'weekly', ...files]);
+    expect(none.code).toBe(5);
+    expect(none.stderr).toMatch(/no finished matrix named weekly in 20 files \[NOT_FOUND\]/);
+  }, 120_000);
 });
