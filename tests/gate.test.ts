@@ -7,6 +7,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { compareRunSets } from '../compare/compare.js';
 import type { Cell } from '../contract/matrix.js';
@@ -158,4 +159,24 @@ describe('fsbench gate', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toContain('runs flagged for interference left out: 0 of the baseline, 15 of the candidate (--exclude-flagged)');
   }, 120_000);
+});
+
+describe('the example CI workflow', () => {
+  it('runs only fsbench commands and flags that exist', async () => {
+    await freshCli();
+    const workflow = z
+      .object({ jobs: z.record(z.string(), z.object({ steps: z.array(z.object({ run: z.string().optional() }).loose()) }).loose()) })
+      .loose()
+      .parse(parseYaml(readFileSync(path.join(import.meta.dirname, '..', 'examples', 'ci', 'github-actions-gate.yml'), 'utf8')));
+    const commands = Object.values(workflow.jobs)
+      .flatMap((j) => j.steps.flatMap((s) => (s.run ?? '').split('\n')))
+      .map((line) => /(?:^|\s)fsbench\s+(\S+)(.*)$/.exec(line.trim()))
+      .filter((m): m is RegExpExecArray => m !== null);
+    expect(commands.map((m) => m[1])).toEqual(['run', 'gate', 'gate']);
+    for (const [, command, rest] of commands) {
+      const help = await runCli([command ?? '', '--help']);
+      expect(help.code).toBe(0);
+      for (const flag of (rest ?? '').match(/--[a-z-]+/g) ?? []) expect(help.stdout, `fsbench ${command ?? ''} ${flag}`).toContain(flag);
+    }
+  }, 60_000);
 });
