@@ -152,7 +152,7 @@ export class History {
       'SELECT min(started_at) AS at, max(fingerprint_hash) AS hash, machine FROM runs WHERE matrix_id = ? GROUP BY machine',
     );
     for (const m of pending) {
-      const matrix = source(m.id);
+      const matrix = source(m.id, { histograms: false });
       if (!matrix) continue;
       const byMachine = new Map(firstStart.all(m.id).map((r) => [r.machine, r]));
       const cells = aggregateRuns(matrix.runs, { grouped: true, histograms: false });

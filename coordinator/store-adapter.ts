@@ -24,8 +24,11 @@ export interface MatrixRuns {
   readonly fingerprintOf: (machine: string) => MachineFingerprint | null;
 }
 
-/** Where compare reads a matrix's runs from; undefined when there is no such matrix. */
-export type RunSource = (matrixId: string) => MatrixRuns | undefined;
+/**
+ * Where compare reads a matrix's runs from; undefined when there is no such matrix. With
+ * `histograms: false` the runs come without their latency histograms (compare and history read none).
+ */
+export type RunSource = (matrixId: string, o?: { readonly histograms?: boolean }) => MatrixRuns | undefined;
 
 export interface ImportedMatrix {
   readonly id: string;
@@ -105,7 +108,7 @@ function fingerprintLookup(store: Store): (machine: string, hash: string | null)
 }
 
 export function storeRunSource(store: Store): RunSource {
-  return (id) => {
+  return (id, o = {}) => {
     const m = store.getMatrix(id);
     if (!m) return undefined;
     const workload = m.spec.workload;
@@ -117,7 +120,7 @@ export function storeRunSource(store: Store): RunSource {
       const lookup = fingerprintLookup(store);
       let lastParams = '';
       let params: AggregatableRun['params'] = {};
-      for (const row of store.iterateRunsToAggregate(id)) {
+      for (const row of store.iterateRunsToAggregate(id, o.histograms !== false)) {
         if (row.params !== lastParams) {
           lastParams = row.params;
           params = CellParams.parse(JSON.parse(row.params));
