@@ -3,11 +3,11 @@
  * host-wide (per user namespace), so each change is journaled with its original value and
  * restored by the run's teardown, also after a crash (by the next start's journal recovery).
  */
-import { readFile, writeFile } from 'node:fs/promises';
 import type { InotifyLimits } from '../../contract/fingerprint.js';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
 import type { KnownSysctl, Teardown } from '../../host/journal.js';
+import { readSysctl, setSysctl } from '../../host/sysctl.js';
 
 const SYSCTL: Readonly<Record<keyof InotifyLimits, KnownSysctl>> = {
   maxQueuedEvents: '/proc/sys/fs/inotify/max_queued_events',
@@ -27,33 +27,8 @@ export interface LimitNeeds {
 /** fanotify's queue length: copied into each new group by fanotify_init, like inotify's. */
 const FANOTIFY_QUEUE: KnownSysctl = '/proc/sys/fs/fanotify/max_queued_events';
 
-async function readSysctl(file: KnownSysctl): Promise<number> {
-  const text = (await readFile(file, 'utf8')).trim();
-  if (!/^\d{1,12}$/.test(text)) throw new FsbenchError('LIMIT_WRITE_FAILED', `${file} reads '${text}', not a number`);
-  return Number(text);
-}
-
 async function setLimit(teardown: Teardown, name: keyof InotifyLimits, value: number): Promise<void> {
   await setSysctl(teardown, SYSCTL[name], value);
-}
-
-async function setSysctl(teardown: Teardown, file: KnownSysctl, value: number): Promise<void> {
-  const original = await readFile(file, 'utf8');
-  await teardown.add({ kind: 'sysctl', path: file, original }, async () => {
-    try {
-      await writeFile(file, `${value}\n`);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      const privilege = code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
-      throw new FsbenchError(
-        privilege ? 'PRIVILEGE_MISSING' : 'LIMIT_WRITE_FAILED',
-        privilege
-          ? `setting ${file} to ${value} needs root with a writable /proc/sys (in a container: security_opt systempaths=unconfined); ` +
-            'the cell was not measured rather than measured under a different limit'
-          : `could not write ${value} to ${file}: ${messageOf(err)}`,
-      );
-    }
-  });
 }
 
 /**
