@@ -63,6 +63,11 @@ const NormalPath = z
     'must be a normalised absolute path other than / without .. or a trailing /',
   );
 
+const CgroupPath = NormalPath.refine(
+  (p) => /^\/sys\/fs\/cgroup(\/[\w.:@-]+)*\/fsbench-[0-9a-f]{8,32}$/.test(p),
+  'must be a directory fsbench-<hex> under /sys/fs/cgroup',
+);
+
 export const JournalEntry = z.discriminatedUnion('kind', [
   /** A /proc/sys value to write back: one of the known limits, and a number, as the kernel printed it. */
   z.object({ kind: z.literal('sysctl'), path: z.enum(KNOWN_SYSCTLS), original: z.string().regex(/^\d{1,12}\n?$/, 'must be a number') }).strict(),
@@ -72,6 +77,11 @@ export const JournalEntry = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('loop'), device: z.string().regex(/^\/dev\/loop\d+$/) }).strict(),
   /** A file or directory tree to delete, inside a registered root. */
   z.object({ kind: z.literal('path'), path: NormalPath }).strict(),
+  /**
+   * A memory cgroup a run made for its watcher (workloads/watches), to remove: only a directory
+   * named fsbench-<hex> under /sys/fs/cgroup, and undone only where a cgroup filesystem is mounted.
+   */
+  z.object({ kind: z.literal('cgroup'), path: CgroupPath }).strict(),
 ]);
 export type JournalEntry = z.infer<typeof JournalEntry>;
 
@@ -495,6 +505,38 @@ async function undoAt(entry: JournalEntry, root: string | undefined): Promise<vo
       if (root === undefined) throw new FsbenchError('INTERNAL', `${entry.path} lies in no root of the journal`);
       await removeBeneath(root, entry.path);
       return;
+    case 'cgroup':
+      await removeCgroup(entry.path);
+      return;
+  }
+}
+
+/**
+ * Removes a cgroup directory a run made: whatever processes are still in it (a watcher that
+ * outlived a killed run) go back to its parent first, and a process still exiting may keep it
+ * busy for a moment. Only inside a mounted cgroup filesystem: never rmdir anything else.
+ */
+async function removeCgroup(dir: string): Promise<void> {
+  const mounted = (await readMounts()).some((m) => (m.type === 'cgroup' || m.type === 'cgroup2') && dir.startsWith(`${m.point}/`));
+  if (!mounted) throw new FsbenchError('INTERNAL', `${dir} lies in no mounted cgroup filesystem`);
+  for (let attempt = 0; ; attempt++) {
+    const procs = await fs.readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    });
+    if (procs === null) return;
+    for (const pid of procs.split('\n').filter((l) => /^\d+$/.test(l))) {
+      await fs.writeFile(path.join(path.dirname(dir), 'cgroup.procs'), `${pid}\n`).catch(() => undefined);
+    }
+    try {
+      await fs.rmdir(dir);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return;
+      if (code !== 'EBUSY' || attempt >= 40) throw err;
+      await sleep(50);
+    }
   }
 }
 
@@ -508,6 +550,8 @@ export function describe(entry: JournalEntry): string {
       return `loop device ${entry.device}`;
     case 'path':
       return `path ${entry.path}`;
+    case 'cgroup':
+      return `cgroup ${entry.path}`;
   }
 }
 
