@@ -39,6 +39,16 @@ export const Placement = z.union([
 ]);
 export type Placement = z.infer<typeof Placement>;
 
+/** A share, written `2%` or 0.02: above 0, below 1. */
+const Share = z.union([
+  z.number().gt(0).lt(1),
+  z
+    .string()
+    .regex(/^\d{1,2}(\.\d{1,4})?%$/, 'must be a percentage below 100%, like 2%')
+    .transform((t) => Number(t.slice(0, -1)) / 100)
+    .pipe(z.number().gt(0).lt(1)),
+]);
+
 export const Matrix = z
   .object({
     name: z
@@ -56,16 +66,12 @@ export const Matrix = z
     /** With `repetitions: auto`: the most runs of a cell (30). */
     maxRepetitions: z.number().int().min(2).max(MAX_REPETITIONS).optional(),
     /** With `repetitions: auto`: the wanted half-width of the median's 95% CI, relative to it (`2%` or 0.02). */
-    targetPrecision: z
-      .union([
-        z.number().gt(0).lt(1),
-        z
-          .string()
-          .regex(/^\d{1,2}(\.\d{1,4})?%$/, 'must be a percentage below 100%, like 2%')
-          .transform((t) => Number(t.slice(0, -1)) / 100)
-          .pipe(z.number().gt(0).lt(1)),
-      ])
-      .optional(),
+    targetPrecision: Share.optional(),
+    /**
+     * With `repetitions: auto`: also run each cell until a comparison of two such sets of runs
+     * (as `fsbench gate` makes) would detect a change this large with 80% power (`5%` or 0.05).
+     */
+    targetDetectable: Share.optional(),
     /** With `repetitions: auto`: the metric whose median must be that precise (the workload's first headline metric). */
     precisionMetric: z.string().max(64).optional(),
     /** In which order the runs are made (see contract/schedule.ts). */
@@ -196,7 +202,7 @@ export function parseMatrix(input: unknown): Matrix {
 function scheduleIssues(m: Matrix): Issue[] {
   const issues: Issue[] = [];
   if (m.repetitions !== 'auto') {
-    for (const key of ['minRepetitions', 'maxRepetitions', 'targetPrecision', 'precisionMetric'] as const) {
+    for (const key of ['minRepetitions', 'maxRepetitions', 'targetPrecision', 'targetDetectable', 'precisionMetric'] as const) {
       if (m[key] !== undefined) issues.push({ path: key, message: `applies only with repetitions: auto (repetitions is ${m.repetitions})` });
     }
   } else {
@@ -215,6 +221,7 @@ function adaptiveDefaults(m: Matrix): AdaptiveRepetitions {
     min: m.minRepetitions ?? Math.min(ADAPTIVE_DEFAULTS.min, m.maxRepetitions ?? ADAPTIVE_DEFAULTS.max),
     max: m.maxRepetitions ?? Math.max(ADAPTIVE_DEFAULTS.max, m.minRepetitions ?? 0),
     target: m.targetPrecision ?? ADAPTIVE_DEFAULTS.target,
+    ...(m.targetDetectable === undefined ? {} : { detectable: m.targetDetectable }),
     metric: m.precisionMetric ?? WORKLOADS[m.workload].headline[0] ?? 'elapsedMs',
   };
 }

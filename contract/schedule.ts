@@ -27,6 +27,11 @@ export interface AdaptiveRepetitions {
   readonly max: number;
   /** The wanted relative half-width of the median's 95% confidence interval (0.02 = ±2%). */
   readonly target: number;
+  /**
+   * The change a comparison of two such sets of runs must be able to detect with 80% power (0.05
+   * = 5%), besides the precision; absent: precision alone decides.
+   */
+  readonly detectable?: number;
   /** The metric whose median must reach the target. */
   readonly metric: string;
 }

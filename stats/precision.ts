@@ -1,9 +1,10 @@
 /**
  * When a cell has been measured enough: `repetitions: auto` keeps running a cell until the 95%
- * confidence interval of its median is within a target share of the median, or a maximum of
- * runs is reached. `fsbench run` and the coordinator decide with these same functions.
+ * confidence interval of its median is within a target share of the median (and, if asked, until
+ * a gate could see a target change), or a maximum of runs is reached. `fsbench run` and the coordinator decide with these same functions.
  */
 import type { AdaptiveRepetitions } from '../contract/schedule.js';
+import { minimumDetectableEffect } from './power.js';
 import { medianConfidenceInterval, medianOfSorted, sortedCopy } from './summary.js';
 
 /**
@@ -23,13 +24,15 @@ export type PrecisionVerdict = 'more' | 'reached' | 'max';
 
 /**
  * Whether a cell needs another run, from its measured values of `a.metric` so far (one per ok
- * run): `reached` once its median is known to within the target (after at least `min` runs),
- * `max` at `max` runs without that, else `more`.
+ * run): `reached` once its median is known to within the target (after at least `min` runs)
+ * and, with `a.detectable`, once comparing these runs with as many equally noisy ones would
+ * detect that change with 80% power; `max` at `max` runs without that, else `more`.
  */
 export function precisionVerdict(values: readonly number[], a: AdaptiveRepetitions): PrecisionVerdict {
   if (values.length >= a.min) {
     const hw = relativeHalfWidth(values);
-    if (hw !== null && hw <= a.target) return 'reached';
+    const detectable = a.detectable === undefined ? 0 : (minimumDetectableEffect(values, values) ?? Number.POSITIVE_INFINITY);
+    if (hw !== null && hw <= a.target && detectable <= (a.detectable ?? 0)) return 'reached';
   }
   return values.length >= a.max ? 'max' : 'more';
 }

@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { mannWhitneyU } from '../stats/mann-whitney.js';
+import { adaptiveRepetitions, parseMatrix } from '../contract/matrix.js';
 import { detectableShift, minimumDetectableEffect, studentQuantile } from '../stats/power.js';
+import { precisionVerdict } from '../stats/precision.js';
 
 /** Seeded standard normal draws (a 32-bit LCG through Box-Muller). */
 function normals(seed: number): () => number {
@@ -63,5 +65,23 @@ describe('minimum detectable effect', () => {
     // sd 1.63 over a median of 100: about 2.2% with 10 runs a side.
     expect(mde ?? 0).toBeGreaterThan(0.019);
     expect(mde ?? 0).toBeLessThan(0.025);
+  });
+});
+
+describe('repetitions: auto with targetDetectable', () => {
+  it('keeps a cell running until a gate could see the target change, not only until its median is precise', () => {
+    const z = normals(5);
+    // 3% noise: the median is known to ±2% within 10 runs, but a 2% change needs far more.
+    const noisy = Array.from({ length: 10 }, () => 100 * (1 + 0.03 * z()));
+    const spec = parseMatrix({ name: 'd', workload: 'noop', repetitions: 'auto', targetPrecision: '5%', targetDetectable: '2%', maxRepetitions: 200 });
+    const a = adaptiveRepetitions(spec);
+    expect(a?.detectable).toBe(0.02);
+    if (!a) return;
+    expect(precisionVerdict(noisy, { ...a, detectable: undefined })).toBe('reached');
+    expect(precisionVerdict(noisy, a)).toBe('more');
+    // Enough runs: MDE = 1.36 * 0.03 * sqrt(10 / n) falls below 2% near n = 40.
+    const many = Array.from({ length: 60 }, () => 100 * (1 + 0.03 * z()));
+    expect(precisionVerdict(many, a)).toBe('reached');
+    expect(() => parseMatrix({ name: 'd', workload: 'noop', repetitions: 5, targetDetectable: '2%' })).toThrow(/targetDetectable: applies only with repetitions: auto/);
   });
 });
