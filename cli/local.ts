@@ -68,8 +68,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
   const matrix = await readMatrixFile(file);
   const cells = expandMatrix(matrix);
   // A missing native build is reported before any run starts, not as N failed runs.
-  if (matrix.workload === 'inotify') nativeProgram('probe');
-  if (matrix.workload === 'metadata') nativeProgram('metadata');
+  for (const program of WORKLOADS[matrix.workload].native) nativeProgram(program);
   const log = (line: string) => process.stderr.write(`fsbench: ${line}\n`);
   // First of all: a scratch or journal directory another local user controls is refused
   // (DIRECTORY_UNSAFE) before anything reads or writes it, and this run's owner lock is held

@@ -3,6 +3,7 @@
  * and documentation live. Validation messages, docs/reference.md's parameter tables
  * (`fsbench params --md`) and the coordinator's checks are all derived from these.
  */
+import { z } from 'zod';
 import { formatDuration, formatSize, parseDuration, parseSize } from './units.js';
 
 /** A parameter's canonical value inside a cell: bytes, milliseconds, integers, enum strings. */
@@ -170,4 +171,70 @@ export function directoryOr(keyword: string): (value: ParamValue) => string | un
     }
     return undefined;
   };
+}
+
+/**
+ * The type of one parameter's canonical value, read off its spec's literal type: an enum's
+ * values, a number (or one of its keywords), a boolean, or a string (text, and a list as its
+ * comma-joined words).
+ */
+export type ValueOf<S extends ParamSpec> = S extends { readonly kind: 'enum'; readonly values: readonly (infer V extends string)[] }
+  ? V
+  : S extends { readonly kind: 'boolean' }
+    ? boolean
+    : S extends { readonly kind: 'text' | 'list' }
+      ? string
+      : S extends { readonly keywords: readonly (infer K extends string)[] }
+        ? number | K
+        : number;
+
+/** A cell's parameters as a workload's code reads them, typed from the specs that declare them. */
+export type ParamsOf<S extends ParamSpecs> = { readonly [K in keyof S]: ValueOf<S[K]> };
+
+function valueSchema(spec: ParamSpec): z.ZodType<ParamValue> {
+  let type: z.ZodType<ParamValue>;
+  switch (spec.kind) {
+    case 'integer':
+    case 'size':
+    case 'duration':
+      type = spec.keywords && spec.keywords.length > 0 ? z.union([z.number(), z.enum(spec.keywords)]) : z.number();
+      break;
+    case 'enum':
+      type = z.enum(spec.values);
+      break;
+    case 'boolean':
+      type = z.boolean();
+      break;
+    case 'text':
+    case 'list':
+      type = z.string();
+      break;
+  }
+  // The range, the allowed words and the spec's own check, said as a matrix's error says them.
+  return type
+    .superRefine((value, ctx) => {
+      const r = parseParam(spec, value);
+      if (!r.ok) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(value)} ${r.reason}` });
+    })
+    .default(defaultValue(spec));
+}
+
+/**
+ * The zod schema of a workload's parameters, derived from their specs (the one declaration):
+ * a cell's values checked against each spec, absent ones at their default, names the specs do
+ * not declare (another part's, such as `container.*`) left out. A workload parses the cells it
+ * is handed (job data from Redis, a sandbox's argv) with it and reads typed values.
+ */
+export function paramsSchema<const S extends ParamSpecs>(specs: S): z.ZodType<ParamsOf<S>> {
+  const shape: Record<string, z.ZodType<ParamValue>> = {};
+  for (const [name, spec] of Object.entries(specs)) shape[name] = valueSchema(spec);
+  // zod cannot infer a type from a shape built at run time; each entry above checks exactly
+  // what ValueOf says of its spec, so the object's output is ParamsOf<S>.
+  return z.object(shape) as unknown as z.ZodType<ParamsOf<S>>;
+}
+
+/** A number parameter of a cell, 0 when absent or not a number (a keyword such as `system`): for rough sums such as estimates. */
+export function numberParam(params: Readonly<Record<string, ParamValue>>, name: string): number {
+  const v = Object.hasOwn(params, name) ? params[name] : undefined;
+  return typeof v === 'number' ? v : 0;
 }

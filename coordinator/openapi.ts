@@ -12,13 +12,10 @@ import { Interference } from '../contract/interference.js';
 import { Cell, CellParams, Matrix, Placement } from '../contract/matrix.js';
 import { Histogram, RunResult } from '../contract/result.js';
 import { RunOrder, Seed } from '../contract/schedule.js';
-import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
+import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
 import { MAX_TOKENS_PER_REQUEST } from './enrollment.js';
-import { InotifyMetrics } from '../contract/workloads/inotify/index.js';
-import { MetadataMetrics } from '../contract/workloads/metadata/index.js';
-import { NoopMetrics } from '../contract/workloads/noop/index.js';
 import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
@@ -168,6 +165,13 @@ const READY = {
   properties: { ready: { type: 'boolean' }, checks: { type: 'object', additionalProperties: { type: 'string' } } },
 };
 
+/** Each workload's metrics as a component named after it (`inotify` -> `InotifyMetrics`). */
+function metricSchemas(): Record<string, JsonSchema> {
+  return Object.fromEntries(
+    WORKLOAD_NAMES.map((name) => [`${name.charAt(0).toUpperCase()}${name.slice(1)}Metrics`, schema(WORKLOADS[name].metrics, 'output')]),
+  );
+}
+
 export function openApiDocument(version: string): JsonSchema {
   return {
     openapi: '3.1.0',
@@ -185,9 +189,7 @@ export function openApiDocument(version: string): JsonSchema {
         RunResult: schema(RunResult, 'output'),
         Histogram: schema(Histogram, 'output'),
         MachineFingerprint: schema(MachineFingerprint, 'output'),
-        InotifyMetrics: schema(InotifyMetrics, 'output'),
-        MetadataMetrics: schema(MetadataMetrics, 'output'),
-        NoopMetrics: schema(NoopMetrics, 'output'),
+        ...metricSchemas(),
         Report: schema(ReportSchema, 'output'),
         CompareReport: schema(CompareReportSchema, 'output'),
         UploadAnswer: schema(UploadAnswerSchema, 'output'),

@@ -9,6 +9,7 @@ import { ERROR_CODE_LIST } from '../contract/errors.js';
 import { InotifyLimits } from '../contract/fingerprint.js';
 import { type Cell, type CellParams, cellId } from '../contract/matrix.js';
 import { Histogram } from '../contract/result.js';
+import { WORKLOADS } from '../contract/workloads/index.js';
 
 /** Where, inside a run container, the storage under test is mounted (or, for `overlay`, made). */
 export const WORK_DIR = '/fsbench-sandbox/work';
@@ -45,14 +46,15 @@ export function containerShape(cell: Cell): ContainerShape | null {
 /**
  * The cell as the run container runs it: `container.*` back to their defaults (so it runs in
  * the container's own process, never recursing into another sandbox) and the workload pointed
- * at the work directory. A metadata cell that makes its own filesystem keeps `target: scratch`:
- * the container's scratch directory is the work directory, so its image file lives on the
- * storage under test.
+ * at the work directory, through the parameter its slice names (SandboxNeeds.workDirParam). A
+ * cell whose runs work under the scratch directory (a filesystem image) keeps its parameters:
+ * the container's scratch directory is the work directory, so the run lands on the storage
+ * under test.
  */
 export function sandboxedCell(cell: Cell): Cell {
   const params: CellParams = { ...cell.params, 'container.storage': 'none', 'container.cpus': 0, 'container.memory': 0 };
-  if (cell.workload === 'inotify') params['target'] = WORK_DIR;
-  if (cell.workload === 'metadata' && params['fs'] === 'none') params['target'] = WORK_DIR;
+  const workDir = WORKLOADS[cell.workload].sandbox?.workDirParam(cell.params);
+  if (workDir !== undefined) params[workDir] = WORK_DIR;
   return { id: cellId(cell.workload, params), workload: cell.workload, params };
 }
 

@@ -5,7 +5,9 @@
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../../metrics.js';
-import { directoryOr, type ParamSpecs, type ParamValue } from '../../params.js';
+import { directoryOr, numberParam, type ParamSpecs, type ParamValue } from '../../params.js';
+import { containerParams, containerSkipReason } from '../container.js';
+import { RUN_OVERHEAD_MS, type WorkloadContract } from '../slice.js';
 
 /**
  * `sizeof(struct inotify_event) + NAME_MAX + 1` on Linux: a read() buffer smaller than one
@@ -341,3 +343,21 @@ export const INOTIFY_METRIC_DOCS = {
       'the first read of a drain): a lower bound on the deepest the queue got. n/a for the other backends.',
   },
 } as const satisfies MetricDocs<InotifyMetrics>;
+
+/** Every parameter of a cell, the container's included: what the workload's code parses a cell with. */
+export const inotifySpecs = { ...inotifyParams, ...containerParams } as const satisfies ParamSpecs;
+
+export const inotifyContract: WorkloadContract = {
+  params: inotifySpecs,
+  metrics: InotifyMetrics,
+  metricDocs: INOTIFY_METRIC_DOCS,
+  headline: INOTIFY_HEADLINE_METRICS,
+  sweeps: [{ param: 'bufferBytes', metric: 'eventsPerSec' }],
+  skipReason: (p) => containerSkipReason(p) ?? inotifySkipReason(p),
+  exclusive: true,
+  // The writers run for `duration`; the drain after them is usually short next to drainTimeout.
+  estimateRunMs: (p) => RUN_OVERHEAD_MS + numberParam(p, 'duration') + numberParam(p, 'drainTimeout') / 10,
+  // Every backend's writers are the probe's threads; inotify and fanotify read in it too.
+  native: ['probe'],
+  sandbox: { workDirParam: () => 'target' },
+};

@@ -4,7 +4,9 @@
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../../metrics.js';
-import { defaultValue, directoryOr, type ParamSpecs, type ParamValue } from '../../params.js';
+import { defaultValue, directoryOr, numberParam, type ParamSpecs, type ParamValue } from '../../params.js';
+import { containerParams, containerSkipReason } from '../container.js';
+import { RUN_OVERHEAD_MS, type SliceParams, type WorkloadContract } from '../slice.js';
 
 export const METADATA_FILESYSTEMS = ['xfs', 'ext4', 'btrfs', 'none'] as const;
 export type MetadataFs = (typeof METADATA_FILESYSTEMS)[number];
@@ -345,3 +347,49 @@ export const METADATA_METRIC_DOCS = {
   dataAgsUsed: fact('AGs', 'XFS allocation groups holding at least one file\'s first data block.'),
   filesDataAwayFromInode: counted('XFS: files whose first data block lies in another allocation group than their inode.'),
 } as const satisfies MetricDocs<MetadataMetrics>;
+
+/** Every parameter of a cell, the container's included: what the workload's code parses a cell with. */
+export const metadataSpecs = { ...metadataParams, ...containerParams } as const satisfies ParamSpecs;
+
+/** Making the filesystem (mkfs, mount) for a run that does not use fs: none. */
+const MKFS_MS = 2000;
+/** What one file's inode costs over its five phases on an ordinary disk, cold caches included. */
+const MS_PER_FILE = 0.2;
+/** Each file's data is written once and read twice; assumed at this rate. */
+const BYTES_PER_MS = 200 * 1024;
+/** One fsync() of a small file or a directory, and one syncfs(), on an ordinary SSD. */
+const FSYNC_MS = 2;
+const SYNCFS_MS = 100;
+/** `cache: cold` syncs and drops the caches before each of the four phases after create. */
+const DROP_CACHES_MS = 4 * 250;
+
+function estimateRunMs(p: SliceParams): number {
+  const dirs = numberParam(p, 'dirs');
+  const files = dirs * numberParam(p, 'filesPerDir');
+  const fsync = p['fsync'];
+  const syncs = fsync === 'file' ? files : fsync === 'dir' ? files + dirs : 0;
+  return (
+    RUN_OVERHEAD_MS +
+    (p['fs'] === 'none' ? 0 : MKFS_MS) +
+    files * MS_PER_FILE +
+    (files * numberParam(p, 'fileSize') * 3) / BYTES_PER_MS +
+    syncs * FSYNC_MS +
+    (fsync === 'end' ? SYNCFS_MS : 0) +
+    (p['cache'] === 'cold' ? DROP_CACHES_MS : 0)
+  );
+}
+
+export const metadataContract: WorkloadContract = {
+  params: metadataSpecs,
+  metrics: MetadataMetrics,
+  metricDocs: METADATA_METRIC_DOCS,
+  headline: METADATA_HEADLINE_METRICS,
+  sweeps: [],
+  skipReason: (p) => containerSkipReason(p) ?? metadataSkipReason(p),
+  exclusive: true,
+  estimateRunMs,
+  native: ['metadata'],
+  // A filesystem the run makes lives in an image under the scratch directory, which in a
+  // container is the work directory already; fs: none measures the `target` directory itself.
+  sandbox: { workDirParam: (p) => (p['fs'] === 'none' ? 'target' : undefined) },
+};

@@ -4,7 +4,8 @@
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../../metrics.js';
-import type { ParamSpecs } from '../../params.js';
+import { numberParam, type ParamSpecs } from '../../params.js';
+import type { WorkloadContract } from '../slice.js';
 
 export const noopParams = {
   sleep: { kind: 'duration', min: 0, max: 60_000, default: 0, doc: 'How long each run waits before it reports.' },
@@ -25,3 +26,17 @@ export const NOOP_METRIC_DOCS = {
   value: { unit: '1', direction: 'neither', doc: 'The `value` parameter, reported back: a number tests can control.' },
   elapsedMs: { unit: 'ms', direction: 'neither', doc: 'How long the run took (about `sleep`).' },
 } as const satisfies MetricDocs<NoopMetrics>;
+
+export const noopContract: WorkloadContract = {
+  params: noopParams,
+  metrics: NoopMetrics,
+  metricDocs: NOOP_METRIC_DOCS,
+  headline: ['value'],
+  sweeps: [],
+  skipReason: () => undefined,
+  exclusive: false,
+  // Nothing to set up: a run is its sleep.
+  estimateRunMs: (p) => numberParam(p, 'sleep'),
+  native: [],
+  sandbox: null,
+};
