@@ -8,6 +8,8 @@ export default defineConfig({
     fileParallelism: false,
     // Whatever a file does to the host-wide inotify limits is undone after it, pass or fail.
     setupFiles: ['./tests/setup/host-limits.ts'],
+    // The browser code, bundled once before any file (the dashboard and the HTML report run it).
+    globalSetup: ['./tests/setup/bundle.ts'],
     reporters: ['default', './tests/summary-reporter.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,

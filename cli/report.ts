@@ -10,7 +10,7 @@ import type { RunResult } from '../contract/result.js';
 import { buildReportAsync } from '../report/build.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
 import { renderHtmlReport } from '../report/html.js';
-import { htmlAssets } from '../report/html-bundle.js';
+import { htmlAssets } from '../report/html-assets.js';
 import { exportableReport } from '../report/results-view.js';
 import { runsOfFile } from '../report/runs-file.js';
 

@@ -3,7 +3,7 @@
  * the delta (`~` when not significant), the ratio's interval and the p-value; a table of
  * geometric means per metric; the unmatched cells and the notes.
  */
-import type { Column, CsvTable, Doc, Exportable, TextTable } from '../report/export/index.js';
+import type { Column, CsvTable, Doc, DocCell, DocNote, Exportable, TextTable } from '../report/export/index.js';
 import { formatDelta, formatInterval, formatNumber, formatPercent, formatPValue, formatRatio } from '../report/format.js';
 import type { CompareReport, CompareRow, SideStats } from './compare.js';
 
@@ -16,7 +16,8 @@ export function sideText(s: SideStats | null): string {
 
 export function deltaText(r: CompareRow): string {
   if (r.deltaPct === null) return 'n/a';
-  return r.significant ? formatDelta(r.deltaPct) : '~';
+  // The delta stays visible when not significant, marked: a reader sees what did not reach p.
+  return r.significant ? formatDelta(r.deltaPct) : `~ ${formatDelta(r.deltaPct)}`;
 }
 
 /** `!` marks a cell too noisy to conclude; better/worse only when significant and the metric has a direction. */
@@ -26,44 +27,71 @@ export function flagText(r: CompareRow): string {
   return [verdict, noisy ? '!' : ''].filter((s) => s !== '').join(' ');
 }
 
-function rowsTable(report: CompareReport): TextTable {
+/** A delta's colour: better or worse when significant and the metric has a direction, grey when not significant. */
+const VERDICT_CLASS: Readonly<Record<CompareRow['verdict'], string>> = { better: 'sig-better', worse: 'sig-worse', changed: 'sig-changed', '~': 'not-sig', 'n/a': 'no-data' };
+
+function sideCell(s: SideStats | null): DocCell {
+  return { text: sideText(s), class: s?.noisy ? 'side noisy' : 'side', title: s ? s.noise.join('; ') : 'no ok run', value: s?.median ?? null };
+}
+
+function deltaCell(r: CompareRow): DocCell {
+  const title = r.pValue === null ? 'no test' : `p = ${formatPValue(r.pValue)}${r.significant ? '' : ' (not significant)'}`;
+  return { text: deltaText(r), class: `delta ${VERDICT_CLASS[r.verdict]}`, title, value: r.deltaPct };
+}
+
+/** The compare rows: per metric and cell, both sides' medians, the delta, the ratio's interval and p. */
+export function compareRowsTable(report: CompareReport): TextTable {
   return {
+    name: 'compare-rows',
     columns: [left('metric'), left('cell'), right('baseline'), right('candidate'), right('delta'), right('ratio 95% CI'), right('p'), left('')],
-    rows: report.rows.map((r) => [
-      r.metric, r.label, sideText(r.baseline), sideText(r.candidate), deltaText(r), formatInterval(r.ci?.low, r.ci?.high, formatRatio), formatPValue(r.pValue), flagText(r),
-    ]),
+    rows: report.rows.map((r) => ({
+      cells: [
+        r.metric, { text: r.label, class: 'label' }, sideCell(r.baseline), sideCell(r.candidate), deltaCell(r),
+        { text: formatInterval(r.ci?.low, r.ci?.high, formatRatio), title: r.ci ? `ratio ${formatRatio(r.ratio)}` : 'no interval' },
+        { text: formatPValue(r.pValue), value: r.pValue },
+        { text: flagText(r), class: 'flags', title: r.warnings.map((w) => w.text).join('; ') },
+      ],
+      data: { metric: r.metric, label: r.label, verdict: r.verdict },
+    })),
     blockColumns: 1,
   };
 }
 
 /** What differs between the machines, shown above the deltas it may explain. */
-function factsTable(report: CompareReport): TextTable[] {
-  if (report.differingFacts.length === 0) return [];
-  return [{
+export function differingFactsTable(report: CompareReport): TextTable | null {
+  if (report.differingFacts.length === 0) return null;
+  const value = (v: string | null): DocCell => (v === null ? { text: 'unknown', class: 'unknown', value: null } : { text: v, value: v });
+  return {
+    name: 'differing-facts',
     heading: 'machine facts that differ between the sides: a delta may be theirs',
     columns: [left('fact'), left('baseline'), left('candidate')],
-    rows: report.differingFacts.map((d) => [d.fact, d.a ?? 'unknown', d.b ?? 'unknown']),
-  }];
+    rows: report.differingFacts.map((d) => ({ cells: [d.fact, value(d.a), value(d.b)], data: { fact: d.fact } })),
+  };
 }
 
 function summaryTable(report: CompareReport): TextTable {
   return {
+    name: 'compare-summary',
     heading: 'per metric: geometric mean of the ratios over every compared cell',
     columns: [left('metric'), right('geomean'), right('cells'), right('significant'), right('better'), right('worse')],
-    rows: report.summary.map((s) => [s.metric, formatDelta(s.geomeanDeltaPct), String(s.cells), String(s.significant), String(s.better), String(s.worse)]),
+    rows: report.summary.map((s) => ({
+      cells: [s.metric, { text: formatDelta(s.geomeanDeltaPct), class: 'geomean', value: s.geomeanDeltaPct }, String(s.cells), String(s.significant), String(s.better), String(s.worse)],
+      data: { metric: s.metric },
+    })),
   };
 }
 
 export function compareDoc(report: CompareReport): Doc {
+  const facts = differingFactsTable(report);
   const side = (label: string, s: CompareReport['baseline']) => `${label}: ${s.name} (${s.machines.join(', ') || 'no machine'}; ${s.okRuns} ok runs of ${s.runs})`;
   return {
     title: `compare: ${report.baseline.name} -> ${report.candidate.name}`,
     preamble: [side('baseline', report.baseline), side('candidate', report.candidate), `~: not significant at p < ${report.alpha} (Mann-Whitney U); ratio CI at ${report.level * 100}% (Hodges-Lehmann)`],
-    tables: [...factsTable(report), rowsTable(report), summaryTable(report)],
+    tables: [...(facts ? [facts] : []), compareRowsTable(report), summaryTable(report)],
     notes: [
-      ...report.unmatched.baseline.map((l) => `only in baseline: ${l}`),
-      ...report.unmatched.candidate.map((l) => `only in candidate: ${l}`),
-      ...report.notes.map((n) => n.text),
+      ...report.unmatched.baseline.map((l): DocNote => ({ kind: 'unmatched', severity: 'info', text: `only in baseline: ${l}` })),
+      ...report.unmatched.candidate.map((l): DocNote => ({ kind: 'unmatched', severity: 'info', text: `only in candidate: ${l}` })),
+      ...report.notes.map((n): DocNote => ({ kind: n.kind, severity: n.severity, text: n.text })),
     ],
   };
 }

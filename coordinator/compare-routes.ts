@@ -63,7 +63,8 @@ export const CompareQuery = z
     /** Comma-separated metric names; the workload's headline metrics when omitted. */
     metric: list.optional(),
     alpha: z.coerce.number().gt(0).lt(0.5).default(0.05),
-    format: z.enum(FORMAT_NAMES).default('json'),
+    /** An exporter's format, or `document`: the comparison's document as JSON, which the dashboard renders. */
+    format: z.enum([...FORMAT_NAMES, 'document']).default('json'),
   })
   .strict();
 
@@ -73,7 +74,7 @@ export interface CompareRouteDeps {
   readonly read?: RequestHandler;
 }
 
-/** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table]` */
+/** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table|document]` */
 export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
   router.get('/v1/compare', deps.read ?? pass, async (req, res) => {
@@ -103,7 +104,9 @@ export function compareRouter(deps: CompareRouteDeps): Router {
       baselineFingerprintOf: a.fingerprintOf,
       candidateFingerprintOf: (b ?? a).fingerprintOf,
     });
-    res.type(CONTENT_TYPES[q.format]).send(render(q.format, exportableCompare(report)));
+    const out = exportableCompare(report);
+    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
+    else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
   });
   return router;
 }

@@ -1,7 +1,7 @@
 /**
- * The dashboard as static files served by the coordinator at `/`: plain ES modules and CSS from
- * this directory, Chart.js straight from node_modules (nothing to build, for users or for us),
- * and `GET /openapi.json`.
+ * The dashboard as static files served by the coordinator at `/`: index.html and style.css from
+ * dashboard/, its script as esbuild bundled it from dashboard/app.ts (dist/dashboard/app.js,
+ * made by `npm run build`), Chart.js straight from node_modules, and `GET /openapi.json`.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -9,14 +9,10 @@ import express, { Router, type RequestHandler } from 'express';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { openApiDocument } from './openapi.js';
 
-/** Where index.html, app.js and style.css live, in the source tree and in the installed package alike. */
+/** Where index.html and style.css live, in the source tree and in the installed package alike. */
 export const DASHBOARD_DIR = path.join(PACKAGE_ROOT, 'dashboard');
-
-/**
- * Compiled modules the page imports as they are, so the dashboard formats numbers and describes
- * machines with the very functions every other output uses. Each imports nothing outside this list.
- */
-const SHARED_MODULES = ['report/format.js', 'contract/units.js', 'compare/machine-facts.js'] as const;
+/** The bundled script (scripts/bundle.ts). */
+const APP_BUNDLE = path.join(PACKAGE_ROOT, 'dist', 'dashboard', 'app.js');
 
 /** Chart.js's self-contained UMD build, resolved the way Node resolves the package. */
 export function chartJsFile(): string {
@@ -31,7 +27,7 @@ export interface DashboardDeps {
   readonly version?: string;
 }
 
-const BROWSER_FILE = /^\/[A-Za-z0-9_-]+\.(?:html|js|css)$/;
+const BROWSER_FILE = /^\/[A-Za-z0-9_-]+\.(?:html|css)$/;
 
 export function dashboardRouter(deps: DashboardDeps = {}): Router {
   const router = Router();
@@ -39,11 +35,9 @@ export function dashboardRouter(deps: DashboardDeps = {}): Router {
   router.get('/vendor/chart.umd.min.js', (_req, res) => {
     res.type('text/javascript').sendFile(chart, { maxAge: '1d' });
   });
-  for (const file of SHARED_MODULES) {
-    router.get(`/lib/${file}`, (_req, res) => {
-      res.type('text/javascript').sendFile(path.join(PACKAGE_ROOT, 'dist', file), { maxAge: '1h' });
-    });
-  }
+  router.get('/app.js', (_req, res) => {
+    res.type('text/javascript').sendFile(APP_BUNDLE, { maxAge: '1h' });
+  });
   let doc: string | undefined;
   router.get('/openapi.json', deps.read ?? ((_req, _res, next) => {
     next();
@@ -51,7 +45,7 @@ export function dashboardRouter(deps: DashboardDeps = {}): Router {
     doc ??= JSON.stringify(openApiDocument(deps.version ?? '0.1.0'));
     res.type('application/json').send(doc);
   });
-  // Only the browser files: the TypeScript next to them is not for the page.
+  // Only the page and its style: the TypeScript next to them is bundled into /app.js.
   const files = express.static(DASHBOARD_DIR, { index: 'index.html', fallthrough: true, redirect: false });
   router.use((req, res, next) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') {

@@ -11,7 +11,7 @@ import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { enqueueRequest, type Dispatcher } from './dispatch.js';
 import { eventsHandler, isFinal, type ProgressHub } from './events.js';
 import { downloads, resultsHandler, takeDownloadSlot } from './results-format.js';
-import { htmlAssets } from '../report/html-bundle.js';
+import { htmlAssets } from '../report/html-assets.js';
 import { reportCsp } from '../report/html.js';
 import { Submissions, type Limits } from './submit.js';
 export type { Limits } from './submit.js';
@@ -112,6 +112,15 @@ export function matricesRouter(d: MatricesDeps): Router {
   const shared = downloads(store, d.limits.maxDownloads);
   router.get('/:id/results', read, resultsHandler(store, shared));
   router.get('/:id/events', read, eventsHandler(store, hub, d.limits.maxStreams));
+
+  // The report's document, as the HTML page shows it: the dashboard renders it with the page's exporter.
+  router.get('/:id/document', read, async (req, res) => {
+    const m = find(req.params.id);
+    takeDownloadSlot(shared.slots, res);
+    const bytes = await shared.reports.get(m, 'document');
+    if (res.destroyed) return;
+    res.type('application/json; charset=utf-8').send(bytes);
+  });
 
   router.get('/:id/report.html', read, async (req, res) => {
     const m = find(req.params.id);

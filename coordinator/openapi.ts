@@ -17,6 +17,7 @@ import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
 import { MAX_TOKENS_PER_REQUEST } from './enrollment.js';
 import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
+import { Doc } from '../report/export/doc.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
 import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results-format.js';
@@ -112,6 +113,9 @@ const RunView = z
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (s: unknown) => ({ 'application/json': { schema: s } });
 const text = { schema: { type: 'string' } };
+/** A report's or a comparison's document (report/export/doc.ts), as the dashboard fetches it. */
+const Documented = z.object({ document: Doc }).strict();
+
 /** The text renderings of a report (format=table|md|csv), besides its JSON. */
 const renderings = { 'text/plain': text, 'text/markdown': text, 'text/csv': text };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
@@ -192,6 +196,7 @@ export function openApiDocument(version: string): JsonSchema {
         ...metricSchemas(),
         Report: schema(ReportSchema, 'output'),
         CompareReport: schema(CompareReportSchema, 'output'),
+        Document: schema(Documented, 'output'),
         UploadAnswer: schema(UploadAnswerSchema, 'output'),
         MatrixSummary: schema(MatrixSummary, 'output'),
         MatrixDetail: schema(MatrixDetail, 'output'),
@@ -283,6 +288,14 @@ export function openApiDocument(version: string): JsonSchema {
           },
         },
       },
+      '/v1/matrices/{id}/document': {
+        parameters: [idParam],
+        get: {
+          summary:
+            "The matrix's report as the HTML page shows it, as a typed document: its preamble, notes and tables (knees, cells with each cell's notes, machines), each cell of a table with its text, class, title and raw value. The dashboard renders it with the HTML report's exporter; counts against FSBENCH_MAX_DOWNLOADS",
+          responses: { '200': { description: 'the document', content: json(ref('Document')) }, ...readErrors(404, 503) },
+        },
+      },
       '/v1/matrices/{id}/report.html': {
         parameters: [idParam],
         get: {
@@ -341,9 +354,12 @@ export function openApiDocument(version: string): JsonSchema {
             { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
             { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
             { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
-            { name: 'format', in: 'query', schema: { enum: FORMAT_NAMES } },
+            { name: 'format', in: 'query', schema: { enum: [...FORMAT_NAMES, 'document'] }, description: "an exporter's format, or `document`: the comparison's tables and notes as a typed document, which the dashboard renders" },
           ],
-          responses: { '200': { description: 'the comparison', content: { ...json(ref('CompareReport')), ...renderings } }, ...readErrors(400, 404) },
+          responses: {
+            '200': { description: 'the comparison, or its document (format=document)', content: { ...json({ oneOf: [ref('CompareReport'), ref('Document')] }), ...renderings } },
+            ...readErrors(400, 404),
+          },
         },
       },
       '/v1/results': {

@@ -12,10 +12,10 @@ import { FsbenchError, isErrorCode, toFsbenchError, messageOf } from '../contrac
 import { adaptiveRepetitions } from '../contract/matrix.js';
 import { buildReport } from '../report/build.js';
 import { render } from '../report/export/index.js';
-import { renderHtmlReport } from '../report/html.js';
-import { htmlAssets } from '../report/html-bundle.js';
+import { MAX_HTML_CELLS, renderHtmlReport } from '../report/html.js';
+import { htmlAssets } from '../report/html-assets.js';
 import type { Report } from '../report/model.js';
-import { exportableReport } from '../report/results-view.js';
+import { exportableReport, pageDoc } from '../report/results-view.js';
 import { storeRunSource } from './store-adapter.js';
 import { Store, type MatrixRecord } from './store.js';
 
@@ -42,12 +42,16 @@ export function matrixReport(store: Store, m: MatrixRecord): Report {
   });
 }
 
-/** A report as an answer carries it: the JSON inside a results page, an exporter's text, or the HTML page. */
-const RENDERINGS = ['fragment', 'table', 'md', 'csv', 'html'] as const;
+/**
+ * A report as an answer carries it: the JSON inside a results page, an exporter's text, the
+ * HTML page, or the page's document as JSON (what the dashboard renders with the page's exporter).
+ */
+const RENDERINGS = ['fragment', 'table', 'md', 'csv', 'html', 'document'] as const;
 export type Rendering = (typeof RENDERINGS)[number];
 
 export function renderReport(store: Store, m: MatrixRecord, as: Rendering): string {
   if (as === 'html') return renderHtmlReport(matrixReport(store, m), htmlAssets(), { description: m.spec.description, source: `matrix ${m.id} on the coordinator` });
+  if (as === 'document') return JSON.stringify({ document: pageDoc(matrixReport(store, m), MAX_HTML_CELLS) });
   const report = exportableReport(matrixReport(store, m));
   return as === 'fragment' ? JSON.stringify(report.json()) : render(as, report);
 }

@@ -67,8 +67,45 @@ const BAR_CHARTS_JS = `[...document.querySelectorAll('.charts canvas')].map((can
   return chart ? { type: chart.config.type, labels: chart.data.labels, series: chart.data.datasets.map((d) => d.label + ':' + d.data.length) } : null;
 })`;
 
-const colorOf = (label: string) =>
-  `getComputedStyle(document.querySelector('section.compare-metric tbody tr[data-label="${label}"] td.delta')).color`;
+const deltaSelector = (label: string) => `table.compare-rows tbody tr[data-metric="eventsPerSec"][data-label="${label}"] td.delta`;
+const colorOf = (label: string) => `getComputedStyle(document.querySelector('${deltaSelector(label)}')).color`;
+
+/** Each Markdown table's rows, unescaped, by the heading above it ('' for none). */
+function markdownTables(md: string): Map<string, string[][]> {
+  const out = new Map<string, string[][]>();
+  let heading = '';
+  let rows: string[][] | null = null;
+  for (const line of md.split('\n')) {
+    if (line.startsWith('#### ')) heading = unescapeMarkdown(line.slice(5));
+    if (!line.startsWith('| ') && !line.startsWith('|-') && !line.startsWith('|---')) {
+      rows = null;
+      continue;
+    }
+    if (rows === null) {
+      // The header row; its separator follows.
+      rows = [];
+      out.set(heading, rows);
+      heading = '';
+      continue;
+    }
+    if (/^\|[-:|]+\|$/.test(line)) continue;
+    rows.push(line.slice(2, -2).split(' | ').map(unescapeMarkdown));
+  }
+  return out;
+}
+
+const unescapeMarkdown = (s: string) => s.replace(/\\(.)/g, '$1');
+
+/** Every data row's cell texts under a selector (browser JavaScript; checked by a schema here). */
+const ROWS_JS = (selector: string) => `[...document.querySelectorAll('${selector}')].map((tr) => [...tr.children].map((td) => td.textContent))`;
+
+/** What the HTML report and the dashboard show of a matrix: the cell rows, the knee rows and the notes. */
+const SHOWN_JS = `({
+  cells: ${ROWS_JS('table.cells tbody tr:not(.cell-notes)')},
+  knees: ${ROWS_JS('table.knees tbody tr')},
+  notes: [...document.querySelectorAll('ul.report-notes li')].map((li) => li.textContent),
+})`;
+const Shown = z.object({ cells: z.array(z.array(z.string())), knees: z.array(z.array(z.string())), notes: z.array(z.string()) });
 
 const sweep: MatrixInput = {
   name: 'buffer-sweep',
@@ -117,20 +154,18 @@ describe('GET /openapi.json and the static files', () => {
     expect(Object.keys(doc.components.schemas['Report']?.properties ?? {})).toEqual(expect.arrayContaining(['cells', 'knees', 'notes', 'metrics', 'machines']));
   });
 
-  it('serves the page, its modules, the shared number formatter and Chart.js, and nothing else', async () => {
+  it('serves the page, its bundled script and Chart.js, and nothing else', async () => {
     const page = await fetch(`${base}/`);
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(await page.text()).toContain('<script type="module" src="/app.js"></script>');
-    expect((await fetch(`${base}/app.js`)).headers.get('content-type')).toContain('javascript');
+    // The dashboard's TypeScript, bundled by esbuild with the report's exporters and chart choice.
+    const app = await fetch(`${base}/app.js`);
+    expect(app.headers.get('content-type')).toContain('javascript');
+    expect((await app.text()).length).toBeGreaterThan(10_000);
     const chart = await fetch(`${base}/vendor/chart.umd.min.js`);
     expect(chart.status).toBe(200);
     expect((await chart.text()).length).toBeGreaterThan(100_000);
-    // The page formats numbers with the very module the exporters use, compiled.
-    const format = await fetch(`${base}/lib/report/format.js`);
-    expect(format.headers.get('content-type')).toContain('javascript');
-    expect(await format.text()).toContain('export function formatNumber');
-    expect((await fetch(`${base}/lib/contract/units.js`)).status).toBe(200);
-    for (const other of ['/lib/host/native.js', '/lib/report/build.js', '/lib/../package.json', '/eslint.config.js']) {
+    for (const other of ['/app.ts', '/dom.ts', '/tsconfig.json', '/lib/report/format.js', '/lib/host/native.js', '/lib/../package.json', '/eslint.config.js']) {
       expect((await fetch(`${base}${other}`)).status).toBe(404);
     }
   });
@@ -292,10 +327,10 @@ describe('dashboard in headless Chromium', () => {
   it('shows a significant and a not-significant delta in the compare view', async () => {
     await open(`#/compare?baseline=${ids['laptop'] ?? ''}&candidate=${ids['server'] ?? ''}&metric=eventsPerSec`);
     await page().screenshot({ path: path.join(os.tmpdir(), 'fsbench-dashboard-compare.png'), fullPage: true });
-    const row = (label: string) => page().locator(`section.compare-metric[data-metric="eventsPerSec"] tbody tr[data-label="${label}"] td.delta`);
+    const row = (label: string) => page().locator(deltaSelector(label));
     const significant = row('files=128 bufferBytes=1KiB');
     expect(await significant.getAttribute('class')).toContain('sig-better');
-    expect(await significant.getAttribute('data-verdict')).toBe('better');
+    expect(await page().locator('table.compare-rows tbody tr[data-label="files=128 bufferBytes=1KiB"]').getAttribute('data-verdict')).toBe('better');
     expect(await significant.innerText()).toMatch(/^\+2\d\.\d\d%$/);
     const color = await page().evaluate(colorOf('files=128 bufferBytes=1KiB'));
     expect(color).toBe('rgb(21, 128, 61)');
@@ -305,7 +340,7 @@ describe('dashboard in headless Chromium', () => {
     expect(await flat.innerText()).toMatch(/^~ [+-]\d\.\d\d%$/);
     expect(await page().evaluate(colorOf('files=128 bufferBytes=1MiB'))).toBe('rgb(107, 114, 128)');
 
-    expect(await page().locator('section.compare-metric tfoot td.geomean').innerText()).toMatch(/^\+\d\.\d\d%$/);
+    expect(await page().locator('table.compare-summary tr[data-metric="eventsPerSec"] td.geomean').innerText()).toMatch(/^\+\d\.\d\d%$/);
     expect(await page().locator('main').innerText()).not.toMatch(/^null$/m);
     expect(problems()).toEqual([]);
   });
@@ -333,8 +368,8 @@ describe('dashboard in headless Chromium', () => {
             chartsFirst: Boolean(charts && notes && (charts.compareDocumentPosition(notes) & Node.DOCUMENT_POSITION_FOLLOWING)),
             items: notes.querySelectorAll('li').length,
             kinds: [...notes.querySelectorAll('li')].map((li) => li.dataset.kind),
-            cellNotes: document.querySelectorAll('table.cells td.cell-notes li').length,
-            cells: document.querySelectorAll('table.cells tbody tr').length,
+            cellNotes: document.querySelectorAll('table.cells tr.cell-notes li').length,
+            cells: document.querySelectorAll('table.cells tbody').length,
           };
         })()`),
       );
@@ -346,6 +381,48 @@ describe('dashboard in headless Chromium', () => {
     expect(order.cellNotes).toBe(24);
     const texts = await page().locator('ul.report-notes li').allTextContents();
     expect(texts[0]).toBe('12 of 24 cells (maxQueuedEvents=16384): the kernel dropped events (IN_Q_OVERFLOW per run, median: 501): raise maxQueuedEvents or give the reader more CPU.');
+    expect(problems()).toEqual([]);
+  });
+
+  it("shows a matrix's cells, notes and knees, and a comparison's differing facts, in the very text Markdown prints", async () => {
+    // One function builds each (report/results-view.ts cellsTable, notesOf, kneesTable; compare/view.ts
+    // differingFactsTable); Markdown, the HTML report and the dashboard only render them.
+    // The sweep again, its 128-file cells overflowing: notes of one kind over several cells, each cell's own in its rows.
+    const runs = syntheticRuns({ matrix: { ...sweep, name: 'sweep-overflowing' }, machine: { machine: 'laptop', l3Bytes: 8 * MiB }, seed: 7, noise: 0.01 }).map((r) =>
+      r.state === 'ok' && r.params['files'] === 128 ? { ...r, metrics: { ...r.metrics, overflows: 40 + r.repetition } } : r,
+    );
+    const id = await upload(runs);
+    const md = await (await fetch(`${base}/v1/matrices/${id}/results?format=md`)).text();
+    const tables = markdownTables(md);
+    const mdCells = tables.get('');
+    const mdKnees = [...tables.entries()].find(([heading]) => heading.startsWith('knee:'))?.[1];
+    expect(mdCells?.length).toBeGreaterThan(32);
+    expect(mdKnees).toHaveLength(2);
+    const mdNotes = md.split('\n').filter((l) => l.startsWith('- ')).map((l) => unescapeMarkdown(l.slice(2)));
+    expect(mdNotes.join('\n')).toContain('16 of 32 cells (files=128): the kernel dropped events');
+
+    await open(`#/matrix/${id}`);
+    const dashboard = Shown.parse(await page().evaluate(SHOWN_JS));
+    browser.problems.length = 0;
+    await page().goto(`${base}/v1/matrices/${id}/report.html`);
+    await browser.waitFor(`['report', 'error'].includes(document.body.dataset.ready)`);
+    const report = Shown.parse(await page().evaluate(SHOWN_JS));
+    for (const shown of [dashboard, report]) {
+      expect(shown.cells).toEqual(mdCells);
+      expect(shown.knees).toEqual(mdKnees);
+      expect(shown.notes).toEqual(mdNotes);
+    }
+    expect(problems()).toEqual([]);
+
+    // A machine with another L3: the facts that differ, as Markdown names them.
+    const bigCache = await upload(syntheticRuns({ matrix: sweep, machine: { machine: 'bigcache', l3Bytes: 32 * MiB }, seed: 6, noise: 0.01 }));
+    const query = `baseline=${id}&candidate=${bigCache}&metric=eventsPerSec`;
+    const compareMd = markdownTables(await (await fetch(`${base}/v1/compare?${query}&format=md`)).text());
+    const mdFacts = [...compareMd.entries()].find(([heading]) => heading.startsWith('machine facts that differ'))?.[1];
+    expect(mdFacts).toContainEqual(['L3', '8MiB', '32MiB']);
+    await open(`#/compare?${query}`);
+    const facts = z.array(z.array(z.string())).parse(await page().evaluate(ROWS_JS('table.differing-facts tbody tr')));
+    expect(facts).toEqual(mdFacts);
     expect(problems()).toEqual([]);
   });
 

@@ -341,7 +341,10 @@ describe('the OpenAPI document', () => {
     await exchange(conf, base, `/v1/matrices/${laptop}/report.html`, 200);
     await exchange(conf, base, '/v1/matrices/no-such-matrix/report.html', 404);
     await exchange(conf, base, `/v1/matrices/${laptop}/report.html`, 403, { headers: rebound });
-    for (const format of ['json', 'csv', 'md', 'table']) {
+    await exchange(conf, base, `/v1/matrices/${laptop}/document`, 200);
+    await exchange(conf, base, '/v1/matrices/no-such-matrix/document', 404);
+    await exchange(conf, base, `/v1/matrices/${laptop}/document`, 403, { headers: rebound });
+    for (const format of ['json', 'csv', 'md', 'table', 'document']) {
       await exchange(conf, base, `/v1/compare?baseline=${laptop}&candidate=${server}&format=${format}`, 200);
     }
     await exchange(conf, base, '/v1/compare', 400);
@@ -354,6 +357,7 @@ describe('the OpenAPI document', () => {
     try {
       await exchange(conf, base, `/v1/matrices/${laptop}/results`, 503);
       await exchange(conf, base, `/v1/matrices/${laptop}/report.html`, 503);
+      await exchange(conf, base, `/v1/matrices/${laptop}/document`, 503);
     } finally {
       stalled.destroy();
     }
@@ -432,7 +436,7 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
   const { id } = Id.parse(JSON.parse((await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson() })).body));
   // No agent on this coordinator's queues: nothing can take a run placed on every host.
   await exchange(conf, base, '/v1/matrices', 409, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson({ placement: 'all' }) });
-  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`];
+  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/document`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`];
   for (const target of reads) {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });

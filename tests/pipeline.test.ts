@@ -194,10 +194,10 @@ describe('one matrix on two machines, read every way', () => {
     const shown = z
       .array(z.object({ cell: z.string(), machine: z.string(), label: z.string(), verdict: z.string(), medians: z.record(z.string(), z.string()) }))
       .parse(
-        await browser.page.evaluate(`[...document.querySelectorAll('table.cells tbody tr')].map((tr) => ({
-          cell: tr.dataset.cell, machine: tr.dataset.machine, label: tr.querySelector('td.label').textContent,
-          verdict: tr.querySelector('td.verdict').textContent,
-          medians: Object.fromEntries([...tr.querySelectorAll('td[data-metric]')].map((td) => [td.dataset.metric, td.querySelector('.median').textContent])),
+        await browser.page.evaluate(`[...document.querySelectorAll('table.cells tbody')].map((b) => ({
+          cell: b.dataset.cell, machine: b.dataset.machine, label: b.querySelector('td.label').textContent,
+          verdict: b.dataset.verdict,
+          medians: Object.fromEntries([...b.querySelectorAll('tr[data-metric]')].map((tr) => [tr.dataset.metric, tr.querySelector('td.median').textContent])),
         }))`),
       );
     expect(shown).toHaveLength(rest.report.cells.length);

@@ -11,6 +11,7 @@ import { buildReport } from '../report/build.js';
 import { formatReadableDuration } from '../report/format.js';
 import { NOTE_KINDS, type NoteKind, type Report } from '../report/model.js';
 import { ReportSchema } from '../report/schema.js';
+import { noteText } from '../report/export/doc.js';
 import { reportDoc } from '../report/results-view.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
 import { cellOf, runOnce, tempDir } from './helpers/local.js';
@@ -172,10 +173,10 @@ describe('a knee judged against an L3 the kernel did not report', () => {
     const guessed = sweepOn('sysconf', 508 * 1024 ** 2);
     const groups = guessed.notes.filter((g) => g.kind === 'cache-size');
     expect(groups.map((g) => g.text)).toEqual([guessed.knees[0]?.note]);
-    expect(reportDoc(guessed).notes.join('\n')).toContain("only glibc's sysconf reports");
+    expect(reportDoc(guessed).notes.map(noteText).join('\n')).toContain("only glibc's sysconf reports");
     const unknown = sweepOn(null, null);
     expect(unknown.notes.filter((g) => g.kind === 'cache-size').map((g) => g.text)).toEqual(['vm reports no L3 size (its kernel lists no cache topology): the knee is not compared with a cache.']);
-    expect(reportDoc(sweepOn('sysfs', 8 * 1024 ** 2)).notes.join('\n')).not.toContain('L3');
+    expect(reportDoc(sweepOn('sysfs', 8 * 1024 ** 2)).notes.map(noteText).join('\n')).not.toContain('L3');
   });
 });
 
@@ -204,7 +205,7 @@ describe('notes of one kind over many cells', () => {
     expect(starved?.text).toMatch(/^8 of 16 cells \(maxQueuedEvents=16384\): the reader fell behind using only 20% of a CPU/);
     // One line per kind, not one per cell.
     expect(report.notes.map((g) => g.kind)).toEqual(['overflow', 'starved-reader']);
-    expect(reportDoc(report).notes).toEqual(report.notes.map((g) => g.text));
+    expect(reportDoc(report).notes.map(noteText)).toEqual(report.notes.map((g) => g.text));
     // Each noted cell keeps its own sentence with its own number.
     const cell = report.cells.find((c) => c.params['maxQueuedEvents'] === 16384 && c.params['bufferBytes'] === 1024 && c.params['files'] === 128);
     expect(cell?.notes[0]).toBe('1016 IN_Q_OVERFLOW per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.');

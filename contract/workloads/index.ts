@@ -7,7 +7,9 @@
  */
 import type { MetricDoc, MetricInfo } from '../metrics.js';
 import type { ParamSpec } from '../params.js';
+import { inotifyCharts } from './inotify/charts.js';
 import { inotifyContract } from './inotify/index.js';
+import { metadataCharts } from './metadata/charts.js';
 import { metadataContract } from './metadata/index.js';
 import { noopContract } from './noop/index.js';
 import type { WorkloadContract } from './slice.js';
@@ -15,8 +17,8 @@ import type { WorkloadContract } from './slice.js';
 export type { SandboxNeeds, SliceParams, WorkloadContract } from './slice.js';
 
 const REGISTRY = {
-  inotify: inotifyContract,
-  metadata: metadataContract,
+  inotify: { ...inotifyContract, charts: inotifyCharts },
+  metadata: { ...metadataContract, charts: metadataCharts },
   noop: noopContract,
 } satisfies Record<string, WorkloadContract>;
 

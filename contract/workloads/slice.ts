@@ -7,6 +7,7 @@
  * through both halves.
  */
 import type { z } from 'zod';
+import type { WorkloadCharts } from '../charts.js';
 import type { MetricDoc } from '../metrics.js';
 import type { ParamSpecs, ParamValue } from '../params.js';
 
@@ -64,6 +65,8 @@ export interface WorkloadContract {
   readonly native: readonly string[];
   /** How its runs go into a sandbox container, or null for a workload without `container.*` parameters. */
   readonly sandbox: SandboxNeeds | null;
+  /** How its ok cells are charted (report/charts.ts); without, a bar of the first headline metric per cell. */
+  readonly charts?: WorkloadCharts;
 }
 
 /** What setting up and tearing down any run on a host costs (fingerprint, target, limits), for estimates. */

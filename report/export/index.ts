@@ -4,7 +4,7 @@ import { toCsv } from './csv.js';
 import { toMarkdown } from './markdown.js';
 import { toTable } from './table.js';
 
-export type { Column, CsvTable, CsvValue, Doc, Exportable, TextTable } from './doc.js';
+export type { Cell, Column, CsvTable, CsvValue, Doc, DocCell, DocNote, DocRow, Exportable, Row, TextTable } from './doc.js';
 
 export const FORMAT_NAMES = ['table', 'md', 'csv', 'json'] as const;
 export type FormatName = (typeof FORMAT_NAMES)[number];
