@@ -4,25 +4,24 @@
  * disks. `runCell` checks every cell here, for `fsbench run` and agents alike, and a refusal is a
  * `failed` run with its code, never a crash and never a host pushed into the OOM killer.
  *
- * - a tmpfs (inotify `target: tmpfs`, `container.storage: tmpfs`) lives in memory: its size
- *   against MemAvailable and the cgroup's memory headroom, minus a reserve;
- * - files on disk and filesystem images against the free space of the filesystem they land on;
- * - `maxQueuedEvents` and watches against this host's caps (the sysctls are host-wide), for
- *   fanotify its own max_queued_events, its marks and FAN_UNLIMITED_QUEUE;
- * - `target` directories, resolved, inside the scratch directory or an allowed root.
+ * The workload says what a run takes (WorkloadSlice.hostNeeds, in its own words); this file
+ * holds each need against the host:
+ * - kernel limits (host-wide sysctls) against this host's caps (FSBENCH_MAX_QUEUED_EVENTS,
+ *   FSBENCH_MAX_WATCHES): LIMIT_NOT_ALLOWED;
+ * - directories a cell names, resolved, inside the scratch directory or an allowed root:
+ *   TARGET_NOT_ALLOWED;
+ * - memory (a tmpfs) against MemAvailable and the cgroup's memory headroom, minus a reserve,
+ *   and files on disk against the free space and inodes of the filesystem they land on:
+ *   HOST_TOO_SMALL.
  */
 import { readFile, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import { defaultValue } from '../contract/params.js';
-import { formatSize } from '../contract/units.js';
-import { WORKLOADS } from '../contract/workloads/index.js';
 import { resolveAllowedTarget } from '../host/safe-dir.js';
-import { tmpfsBytes } from '../workloads/inotify/target.js';
-import { MetadataParams } from '../workloads/metadata/params.js';
-import { bytesNeeded } from '../workloads/metadata/space.js';
+import type { HostNeed } from '../workloads/workload.js';
+import { RUNNERS } from './workloads.js';
 
 export interface HostBudget {
   /** Directories besides the scratch directory that `target` paths may lie in (FSBENCH_ALLOWED_TARGETS). */
@@ -39,36 +38,6 @@ export const DEFAULT_BUDGET: HostBudget = { allowedTargets: [], maxQueuedEvents:
 const MiB = 1024 ** 2;
 /** Memory left to the kernel, the agent and everything else on the host: a tenth, at least 256 MiB. */
 const MIN_RESERVE = 256 * MiB;
-/** What mkfs writes into a sparse image besides the files: XFS zeroes its log (up to 2 GiB), ext4 its tables. */
-function mkfsBytes(fsSize: number): number {
-  return 64 * MiB + Math.ceil(fsSize / 2048);
-}
-
-const InotifyBudgetParams = z.object({
-  files: z.number().int(),
-  writers: z.number().int(),
-  writeBytes: z.number().int(),
-  maxQueuedEvents: z.union([z.number().int(), z.literal('system')]),
-  watch: z.enum(['files', 'dir']),
-  target: z.string(),
-  latencySampling: z.number().int(),
-  backend: z.string(),
-  mark: z.string(),
-  fanotifyUnlimitedQueue: z.boolean(),
-  'container.storage': z.string(),
-});
-
-/** The largest value FSBENCH_MAX_QUEUED_EVENTS takes: a host that sets it allows any queue. */
-const UNBOUNDED_QUEUE = 2 ** 31 - 1;
-
-/** The cell's parameters with the workload's defaults filled in, parsed by `schema`. */
-function paramsOf<T extends z.ZodType>(cell: Cell, schema: T): z.output<T> {
-  const withDefaults: Record<string, unknown> = {};
-  for (const [name, spec] of Object.entries(WORKLOADS[cell.workload].params)) withDefaults[name] = cell.params[name] ?? defaultValue(spec);
-  const r = schema.safeParse(withDefaults);
-  if (!r.success) throw new FsbenchError('INTERNAL', `the cell's parameters do not match the contract: ${r.error.message}`);
-  return r.data;
-}
 
 interface Memory {
   /** What a run may still take. */
@@ -119,11 +88,6 @@ async function cgroupHeadroom(): Promise<{ group: string; max: number; headroom:
   }
 }
 
-async function freeBytes(dir: string): Promise<number> {
-  const s = await statfs(dir);
-  return s.bavail * s.bsize;
-}
-
 /** Amounts of memory and space, to the tenth of a GiB (or MiB): the message is read, not parsed. */
 function human(bytes: number): string {
   const mib = bytes / MiB;
@@ -135,100 +99,55 @@ function tooSmall(what: string, need: number, have: string, fix: string): Fsbenc
 }
 
 /**
- * Resolves a `target` path and refuses it outside the allowed roots (host/safe-dir.ts). The
- * workload resolves and checks it again against its journal's roots (the same ones) and uses
- * the resolved path it checked; this check is here so that a refused cell fails before
+ * Resolves a directory a cell names and refuses it outside the allowed roots (host/safe-dir.ts).
+ * The workload resolves and checks it again against its journal's roots (the same ones) and
+ * uses the resolved path it checked; this check is here so that a refused cell fails before
  * anything of the run exists, and sizes the run against the filesystem the path resolves to.
  */
 async function allowedTarget(target: string, scratchDir: string, budget: HostBudget): Promise<string> {
   return resolveAllowedTarget(target, [scratchDir, ...budget.allowedTargets]);
 }
 
-async function checkInotify(cell: Cell, scratchDir: string, budget: HostBudget): Promise<void> {
-  const p = paramsOf(cell, InotifyBudgetParams);
-  const fanotify = p.backend === 'fanotify';
-  const markers = (p.backend === 'inotify' || fanotify) && p.latencySampling > 0 ? p.writers : 0;
-  const sysctl = fanotify ? 'fs.fanotify.max_queued_events' : 'fs.inotify.max_queued_events';
-  if (p.maxQueuedEvents !== 'system' && p.maxQueuedEvents > budget.maxQueuedEvents) {
-    throw new FsbenchError(
-      'LIMIT_NOT_ALLOWED',
-      `maxQueuedEvents ${p.maxQueuedEvents} is above the ${budget.maxQueuedEvents} this host allows on its host-wide ` +
-        `${sysctl} (FSBENCH_MAX_QUEUED_EVENTS): ask for less, or raise the cap on the host`,
-    );
-  }
-  // No limit at all: the queue grows with whatever the writers outpace, in kernel memory.
-  if (fanotify && p.fanotifyUnlimitedQueue && budget.maxQueuedEvents < UNBOUNDED_QUEUE) {
-    throw new FsbenchError(
-      'LIMIT_NOT_ALLOWED',
-      `fanotifyUnlimitedQueue lets the kernel queue events without bound, above the ${budget.maxQueuedEvents} this host ` +
-        `allows (FSBENCH_MAX_QUEUED_EVENTS): use maxQueuedEvents instead, or set the cap to ${UNBOUNDED_QUEUE} on the host to allow it`,
-    );
-  }
-  // fanotify's inode marks are its per-file watches (fs.fanotify.max_user_marks); one mark otherwise.
-  const perFile = fanotify ? p.mark === 'inode' : p.watch === 'files';
-  const watches = perFile ? p.files + markers : 1;
-  if (watches > budget.maxWatches) {
-    const what = fanotify ? 'fanotify marks' : 'inotify watches';
-    throw new FsbenchError(
-      'LIMIT_NOT_ALLOWED',
-      `the run needs ${watches} ${what} (files + latency markers), above the ${budget.maxWatches} this host allows ` +
-        `(FSBENCH_MAX_WATCHES): use fewer files or ${fanotify ? 'mark: dir' : 'watch: dir'}, or raise the cap on the host`,
-    );
-  }
-  const target = p.target === 'tmpfs' ? null : await allowedTarget(p.target, scratchDir, budget);
-  if (target === null || p['container.storage'] === 'tmpfs') {
-    const need = tmpfsBytes(p.files + markers, p.writeBytes);
-    const memory = await availableMemory();
-    if (need > memory.available) {
-      throw tooSmall(
-        `a tmpfs for ${p.files + markers} files of ${formatSize(p.writeBytes)} writes`,
-        need,
-        `this host has ${human(memory.available)} to spare (${memory.why})`,
-        'lower files or writeBytes, or use a target directory on disk',
-      );
-    }
-  } else {
-    const need = (p.files + markers) * Math.ceil(Math.max(1, p.writeBytes) / 4096) * 4096;
-    const free = await freeBytes(target);
-    if (need > free) {
-      throw tooSmall(`${p.files + markers} files of ${formatSize(p.writeBytes)}`, need, `${target} has ${human(free)} free`, 'lower files or writeBytes');
-    }
-  }
+/** Free bytes and inodes (null where the filesystem counts none: btrfs allocates them as it goes). */
+async function freeOn(dir: string): Promise<{ bytes: number; inodes: number | null }> {
+  const s = await statfs(dir);
+  return { bytes: s.bavail * s.bsize, inodes: s.files > 0 ? s.ffree : null };
 }
 
-async function checkMetadata(cell: Cell, scratchDir: string, budget: HostBudget): Promise<void> {
-  const p = paramsOf(cell, MetadataParams);
-  // 4 KiB blocks and 512-byte inodes: what mkfs picks unless told otherwise, and no less than any choice costs.
-  const files = bytesNeeded(p, 4096, p.inodeSize ?? 512);
-  if (p.fs === 'none') {
-    const dir = p.target === 'scratch' ? scratchDir : await allowedTarget(p.target, scratchDir, budget);
-    const free = await freeBytes(dir).catch(() => Infinity);
-    if (files > free) {
-      throw tooSmall(`${p.dirs} x ${p.filesPerDir} files of ${formatSize(p.fileSize)}`, files, `${dir} has ${human(free)} free`, 'lower dirs, filesPerDir or fileSize');
+async function checkNeed(need: HostNeed, scratchDir: string, budget: HostBudget, memory: () => Promise<Memory>): Promise<void> {
+  switch (need.kind) {
+    case 'limit': {
+      const cap = budget[need.cap];
+      if (need.value > cap) throw new FsbenchError('LIMIT_NOT_ALLOWED', need.refusal(cap));
+      return;
     }
-    return;
-  }
-  // The image is sparse: it grows by what mkfs and the files write, never past fsSize.
-  const image = Math.min(p.fsSize, files + mkfsBytes(p.fsSize));
-  const free = await freeBytes(scratchDir).catch(() => Infinity);
-  if (image > free) {
-    throw tooSmall(
-      `the sparse ${p.fs} image (fsSize ${formatSize(p.fsSize)}; mkfs's metadata and ${p.dirs} x ${p.filesPerDir} files of ${formatSize(p.fileSize)})`,
-      image,
-      `the scratch directory ${scratchDir} has ${human(free)} free`,
-      'lower dirs, filesPerDir or fileSize (or fsSize), or give the host a larger scratch filesystem',
-    );
+    case 'directory':
+      await allowedTarget(need.path, scratchDir, budget);
+      return;
+    case 'memory': {
+      const m = await memory();
+      if (need.bytes > m.available) throw tooSmall(need.what, need.bytes, `this host has ${human(m.available)} to spare (${m.why})`, need.fix);
+      return;
+    }
+    case 'space': {
+      const dir = need.dir === undefined ? scratchDir : await allowedTarget(need.dir, scratchDir, budget);
+      const where = dir === scratchDir ? `the scratch directory ${dir}` : dir;
+      // A directory statfs cannot read is the run's to report (TARGET_UNUSABLE), in its words.
+      const free = await freeOn(dir).catch(() => null);
+      if (free === null) return;
+      if (need.bytes > free.bytes) throw tooSmall(need.what, need.bytes, `${where} has ${human(free.bytes)} free`, need.fix);
+      if (need.inodes !== undefined && free.inodes !== null && need.inodes > free.inodes) {
+        throw new FsbenchError('HOST_TOO_SMALL', `${need.what} needs ${need.inodes} inodes, but ${where} has ${free.inodes} free: ${need.fix}`);
+      }
+      return;
+    }
   }
 }
 
 /** Throws HOST_TOO_SMALL, TARGET_NOT_ALLOWED or LIMIT_NOT_ALLOWED when this host must not run the cell. */
 export async function checkHostBudget(cell: Cell, scratchDir: string, budget: HostBudget = DEFAULT_BUDGET): Promise<void> {
-  switch (cell.workload) {
-    case 'inotify':
-      return checkInotify(cell, scratchDir, budget);
-    case 'metadata':
-      return checkMetadata(cell, scratchDir, budget);
-    case 'noop':
-      return;
-  }
+  // Read once, and only for a cell that holds memory.
+  let memory: Promise<Memory> | undefined;
+  const readMemory = () => (memory ??= availableMemory());
+  for (const need of RUNNERS[cell.workload].hostNeeds(cell)) await checkNeed(need, scratchDir, budget, readMemory);
 }

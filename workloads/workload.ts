@@ -1,7 +1,10 @@
 /**
- * What a workload implementation provides to the runner. The contract (contract/workloads)
- * says what a workload's parameters and metrics are; this says how it runs on a host.
+ * What a workload's host folder (`workloads/<name>/`, plugged in by one line in
+ * runner/workloads.ts) provides: how it runs on a host, and what a run takes from the host. The
+ * contract folder (contract/workloads/<name>/, contract/workloads/slice.ts) says what its
+ * parameters and metrics are. docs/adding-a-workload.md walks through both.
  */
+import type { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
@@ -44,10 +47,59 @@ export interface WorkloadOutcome {
   readonly targetFs: string | null;
 }
 
+/** What runs a cell: a workload's own code, or the sandbox that runs it in a container. */
 export interface WorkloadRunner {
   /**
    * Runs one repetition of a cell. Throws an FsbenchError (with a stable code and an actionable
    * message) when the run cannot be measured; must leave the host as it found it either way.
    */
   run(cell: Cell, ctx: RunContext): Promise<WorkloadOutcome>;
+}
+
+/**
+ * One thing a run takes from the host, said by the workload in its own words; runner/host-budget.ts
+ * holds it against what this host has (MemAvailable and the cgroup's headroom, free space and
+ * inodes) and what it allows (FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES,
+ * FSBENCH_ALLOWED_TARGETS), and words the host's side of a refusal.
+ */
+export type HostNeed =
+  /**
+   * A host-wide kernel limit the run sets or fills, against the cap this host puts on it: above
+   * it, LIMIT_NOT_ALLOWED with `refusal(cap)` as the message (what was asked, which sysctl, what
+   * to ask instead).
+   */
+  | { readonly kind: 'limit'; readonly cap: 'maxQueuedEvents' | 'maxWatches'; readonly value: number; readonly refusal: (cap: number) => string }
+  /** A directory the cell names, which must resolve inside the scratch directory or an allowed root (TARGET_NOT_ALLOWED). */
+  | { readonly kind: 'directory'; readonly path: string }
+  /**
+   * Memory the run holds (a tmpfs: its pages are charged to whoever writes them): above what the
+   * host can spare, HOST_TOO_SMALL "`what` needs N, but this host has M to spare (why): `fix`".
+   */
+  | { readonly kind: 'memory'; readonly bytes: number; readonly what: string; readonly fix: string }
+  /**
+   * Space (and inodes) the run writes on a filesystem: in the directory `dir` names (resolved and
+   * held against the allowed roots like `directory`), or without `dir` the scratch directory.
+   */
+  | { readonly kind: 'space'; readonly dir?: string; readonly bytes: number; readonly inodes?: number; readonly what: string; readonly fix: string };
+
+/** A workload's host side, as runner/workloads.ts registers it. */
+export interface WorkloadSlice extends WorkloadRunner {
+  /**
+   * What one run of the cell takes from the host, in the order it is checked. The runner checks
+   * every cell against it before anything of the run exists (runner/host-budget.ts), for `fsbench
+   * run` and agents alike, so a cell asking for more than the host has or allows fails with its
+   * code and nothing to undo. Reads only the cell: the host's side is the runner's.
+   */
+  hostNeeds(cell: Cell): readonly HostNeed[];
+}
+
+/**
+ * A cell's parameters parsed with the workload's schema (contract/params.ts `paramsSchema`,
+ * derived from its specs): the contract validated them when the matrix was submitted, so a
+ * mismatch here (a job from another version, a hand-made cell) is fsbench's own fault, INTERNAL.
+ */
+export function cellParams<T>(schema: z.ZodType<T>, cell: Cell): T {
+  const r = schema.safeParse(cell.params);
+  if (!r.success) throw new FsbenchError('INTERNAL', `the cell's ${cell.workload} parameters do not match the contract: ${r.error.message}`);
+  return r.data;
 }

@@ -3,39 +3,28 @@
  * native writers with the chosen watcher (the probe's own reader on an inotify instance or a
  * fanotify group, or a Node library), and turns what was counted into the contract's metrics.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
 import type { Cell } from '../../contract/matrix.js';
-import { InotifyMetrics, inotifyParams } from '../../contract/workloads/inotify/index.js';
-import { defaultValue } from '../../contract/params.js';
+import { paramsSchema } from '../../contract/params.js';
+import { formatSize } from '../../contract/units.js';
+import { inotifySpecs, type InotifyMetrics } from '../../contract/workloads/inotify/index.js';
 import { Teardown } from '../../host/journal.js';
-import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
+import { cellParams, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { applyFanotifyLimits, applyLimits } from './limits.js';
 import { KernelRefusal, runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';
 import { prepareTarget, tmpfsBytes } from './target.js';
 import { startWatcher, waitQuiet, type NodeWatcher } from './watchers.js';
 
-/** The cell's parameters, parsed from the job's generic values into their types. */
-const Params = z.object({
-  backend: z.enum(['inotify', 'fanotify', 'parcel', 'fswatch', 'chokidar']),
-  writers: z.number().int(),
-  files: z.number().int(),
-  bufferBytes: z.number().int(),
-  duration: z.number().int(),
-  writeBytes: z.number().int(),
-  maxQueuedEvents: z.union([z.number().int(), z.literal('system')]),
-  watch: z.enum(['files', 'dir']),
-  target: z.string(),
-  pin: z.boolean(),
-  readerNice: z.number().int(),
-  mode: z.enum(['concurrent', 'drain']),
-  drainTimeout: z.number().int(),
-  latencySampling: z.number().int(),
-  mark: z.enum(['inode', 'dir', 'mount', 'filesystem']),
-  fanotifyReport: z.enum(['dfid-name', 'fid']),
-  fanotifyUnlimitedQueue: z.boolean(),
-});
-type Params = z.infer<typeof Params>;
+/** The cell's parameters, typed, derived from the contract's declaration (the container's included, for the host check). */
+const Params = paramsSchema(inotifySpecs);
+type Params = z.output<typeof Params>;
+
+/**
+ * The largest value FSBENCH_MAX_QUEUED_EVENTS takes: a host that sets it allows any queue, and
+ * only such a host lets fanotify queue without bound (FAN_UNLIMITED_QUEUE).
+ */
+const UNBOUNDED_QUEUE = 2 ** 31 - 1;
 
 const NS_PER_MS = 1e6;
 
@@ -167,15 +156,77 @@ async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<
   }
 }
 
-function parseParams(cell: Cell): Params {
-  const withDefaults: Record<string, unknown> = {};
-  for (const [name, spec] of Object.entries(inotifyParams)) withDefaults[name] = cell.params[name] ?? defaultValue(spec);
-  return Params.parse(withDefaults);
+/**
+ * The kernel limits, memory and space a run takes: the queue it sets (a host-wide sysctl), the
+ * watches or marks it adds, and its files, in a private tmpfs (memory, also when the sandbox's
+ * work directory is a tmpfs) or in the target directory.
+ */
+function hostNeeds(cell: Cell): HostNeed[] {
+  const p = cellParams(Params, cell);
+  const fanotify = p.backend === 'fanotify';
+  // The native readers watch one marker file per writer besides the files (latency sampling).
+  const markers = (p.backend === 'inotify' || fanotify) && p.latencySampling > 0 ? p.writers : 0;
+  const files = p.files + markers;
+  const needs: HostNeed[] = [];
+  const queue = p.maxQueuedEvents;
+  if (queue !== 'system') {
+    const sysctl = fanotify ? 'fs.fanotify.max_queued_events' : 'fs.inotify.max_queued_events';
+    needs.push({
+      kind: 'limit',
+      cap: 'maxQueuedEvents',
+      value: queue,
+      refusal: (cap) =>
+        `maxQueuedEvents ${queue} is above the ${cap} this host allows on its host-wide ${sysctl} (FSBENCH_MAX_QUEUED_EVENTS): ` +
+        'ask for less, or raise the cap on the host',
+    });
+  }
+  // No limit at all: the queue grows with whatever the writers outpace, in kernel memory.
+  if (fanotify && p.fanotifyUnlimitedQueue) {
+    needs.push({
+      kind: 'limit',
+      cap: 'maxQueuedEvents',
+      value: UNBOUNDED_QUEUE,
+      refusal: (cap) =>
+        `fanotifyUnlimitedQueue lets the kernel queue events without bound, above the ${cap} this host allows ` +
+        `(FSBENCH_MAX_QUEUED_EVENTS): use maxQueuedEvents instead, or set the cap to ${UNBOUNDED_QUEUE} on the host to allow it`,
+    });
+  }
+  // fanotify's inode marks are its per-file watches (fs.fanotify.max_user_marks); one mark otherwise.
+  const watches = (fanotify ? p.mark === 'inode' : p.watch === 'files') ? files : 1;
+  needs.push({
+    kind: 'limit',
+    cap: 'maxWatches',
+    value: watches,
+    refusal: (cap) =>
+      `the run needs ${watches} ${fanotify ? 'fanotify marks' : 'inotify watches'} (files + latency markers), above the ${cap} ` +
+      `this host allows (FSBENCH_MAX_WATCHES): use fewer files or ${fanotify ? 'mark: dir' : 'watch: dir'}, or raise the cap on the host`,
+  });
+  const tmpfs = p.target === 'tmpfs' || p['container.storage'] === 'tmpfs';
+  if (p.target !== 'tmpfs' && tmpfs) needs.push({ kind: 'directory', path: p.target });
+  if (tmpfs) {
+    needs.push({
+      kind: 'memory',
+      bytes: tmpfsBytes(files, p.writeBytes),
+      what: `a tmpfs for ${files} files of ${formatSize(p.writeBytes)} writes`,
+      fix: 'lower files or writeBytes, or use a target directory on disk',
+    });
+  } else {
+    // Files never grow (writes at offset 0): each takes its write rounded up to a page.
+    needs.push({
+      kind: 'space',
+      dir: p.target,
+      bytes: files * Math.ceil(Math.max(1, p.writeBytes) / 4096) * 4096,
+      what: `${files} files of ${formatSize(p.writeBytes)}`,
+      fix: 'lower files or writeBytes',
+    });
+  }
+  return needs;
 }
 
-export const inotifyWorkload: WorkloadRunner = {
+export const inotifyWorkload: WorkloadSlice = {
+  hostNeeds,
   async run(cell: Cell, ctx: RunContext): Promise<WorkloadOutcome> {
-    const p = parseParams(cell);
+    const p = cellParams(Params, cell);
     const teardown = new Teardown(ctx.journal);
     let outcome: WorkloadOutcome | undefined;
     try {

@@ -4,20 +4,39 @@
  * asks for warm ones, and tears everything down whatever happened.
  */
 import { FsbenchError, toFsbenchError } from '../../contract/errors.js';
+import type { Cell } from '../../contract/matrix.js';
+import { formatSize } from '../../contract/units.js';
 import { METADATA_PHASES } from '../../contract/workloads/metadata/index.js';
 import { Teardown } from '../../host/journal.js';
-import type { RunContext, WorkloadOutcome, WorkloadRunner } from '../workload.js';
+import { cellParams, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { dropCaches } from './caches.js';
 import { prepareFilesystem, type TestFilesystem } from './filesystem.js';
 import { toMetrics } from './metrics.js';
 import { MetadataParams } from './params.js';
 import { phaseArgv, runPhase, type LayoutGeometry, type NativePhase, type PhaseOutput } from './phases.js';
-import { checkFreeSpace } from './space.js';
+import { bytesNeeded, checkFreeSpace, mkfsBytes } from './space.js';
 
-function parseParams(raw: unknown): MetadataParams {
-  const r = MetadataParams.safeParse(raw);
-  if (!r.success) throw new FsbenchError('INTERNAL', `the cell's metadata parameters do not match the contract: ${r.error.message}`);
-  return r.data;
+/**
+ * What a run writes, before anything of it exists: with fs: none its files in the target
+ * directory; otherwise the sparse image under the scratch directory, which grows by what mkfs
+ * and the files write, never past fsSize.
+ */
+function hostNeeds(cell: Cell): HostNeed[] {
+  const p = cellParams(MetadataParams, cell);
+  // 4 KiB blocks and 512-byte inodes: what mkfs picks unless told otherwise, and no less than any choice costs.
+  const files = bytesNeeded(p, 4096, p.inodeSize ?? 512);
+  const shape = `${p.dirs} x ${p.filesPerDir} files of ${formatSize(p.fileSize)}`;
+  if (p.fs === 'none') {
+    return [{ kind: 'space', ...(p.target === 'scratch' ? {} : { dir: p.target }), bytes: files, what: shape, fix: 'lower dirs, filesPerDir or fileSize' }];
+  }
+  return [
+    {
+      kind: 'space',
+      bytes: Math.min(p.fsSize, files + mkfsBytes(p.fsSize)),
+      what: `the sparse ${p.fs} image (fsSize ${formatSize(p.fsSize)}; mkfs's metadata and ${shape})`,
+      fix: 'lower dirs, filesPerDir or fileSize (or fsSize), or give the host a larger scratch filesystem',
+    },
+  ];
 }
 
 function layoutGeometry(target: TestFilesystem): LayoutGeometry | undefined {
@@ -72,9 +91,10 @@ async function measure(p: MetadataParams, ctx: RunContext, teardown: Teardown): 
   };
 }
 
-export const metadataWorkload: WorkloadRunner = {
+export const metadataWorkload: WorkloadSlice = {
+  hostNeeds,
   async run(cell, ctx) {
-    const p = parseParams(cell.params);
+    const p = cellParams(MetadataParams, cell);
     const teardown = new Teardown(ctx.journal);
     let outcome: WorkloadOutcome | undefined;
     let failure: FsbenchError | undefined;

@@ -1,23 +1,18 @@
-/** The cell's parameters, parsed from the job's generic values into their types. */
-import { z } from 'zod';
-import { FSYNC_POLICIES, METADATA_FILESYSTEMS } from '../../contract/workloads/metadata/index.js';
+/** The cell's parameters, typed: derived from the contract's one declaration, with the forms the code wants. */
+import type { z } from 'zod';
+import { paramsSchema } from '../../contract/params.js';
+import { metadataParams } from '../../contract/workloads/metadata/index.js';
 
-const list = z.string().transform((s) => (s === '' ? [] : s.split(',')));
-const orDefault = z.union([z.number().int().positive(), z.literal('default')]).transform((v) => (v === 'default' ? null : v));
+/** A list parameter's comma-joined words, as a list. */
+const words = (s: string): string[] => (s === '' ? [] : s.split(','));
+/** `default`: mkfs's own choice, null. */
+const orNull = (v: number | 'default'): number | null => (v === 'default' ? null : v);
 
-export const MetadataParams = z.object({
-  fs: z.enum(METADATA_FILESYSTEMS),
-  fsSize: z.number().int().positive(),
-  /** null: mkfs's own default. */
-  inodeSize: orDefault,
-  agCount: orDefault,
-  mkfsOptions: list,
-  mountOptions: list,
-  target: z.string(),
-  dirs: z.number().int().positive(),
-  filesPerDir: z.number().int().positive(),
-  fileSize: z.number().int().nonnegative(),
-  fsync: z.enum(FSYNC_POLICIES),
-  cache: z.enum(['cold', 'warm']),
-});
-export type MetadataParams = z.infer<typeof MetadataParams>;
+export const MetadataParams = paramsSchema(metadataParams).transform((p) => ({
+  ...p,
+  inodeSize: orNull(p.inodeSize),
+  agCount: orNull(p.agCount),
+  mkfsOptions: words(p.mkfsOptions),
+  mountOptions: words(p.mountOptions),
+}));
+export type MetadataParams = z.output<typeof MetadataParams>;

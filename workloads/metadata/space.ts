@@ -19,6 +19,13 @@ function human(bytes: number): string {
   return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${mib.toFixed(1)} MiB`;
 }
 
+const MiB = 1024 ** 2;
+
+/** What mkfs writes into a sparse image besides the files: XFS zeroes its log (up to 2 GiB), ext4 its tables. */
+export function mkfsBytes(fsSize: number): number {
+  return 64 * MiB + Math.ceil(fsSize / 2048);
+}
+
 /** Bytes the files and directories take on a filesystem with `blockSize` blocks and `inodeSize` inodes. */
 export function bytesNeeded(p: Pick<MetadataParams, 'dirs' | 'filesPerDir' | 'fileSize'>, blockSize: number, inodeSize: number): number {
   const files = p.dirs * p.filesPerDir;

@@ -1,9 +1,11 @@
 /** The no-op workload: reports `value` after `sleep`, touching nothing on the host. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FsbenchError } from '../../contract/errors.js';
-import type { WorkloadRunner } from '../workload.js';
+import type { WorkloadSlice } from '../workload.js';
 
-export const noopWorkload: WorkloadRunner = {
+export const noopWorkload: WorkloadSlice = {
+  // It touches nothing on the host.
+  hostNeeds: () => [],
   async run(cell, ctx) {
     const start = performance.now();
     const ms = Number(cell.params['sleep'] ?? 0);
