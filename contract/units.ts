@@ -82,3 +82,11 @@ export function formatDuration(ms: number): string {
   if (ms >= 1000 && ms % 1000 === 0) return `${ms / 1000}s`;
   return `${ms}ms`;
 }
+
+/** 0.46 -> 46%; one decimal below 10%, two significant digits below 0.1% (a share that is not 0). */
+export function formatPercent(fraction: number | null | undefined): string {
+  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return '';
+  const abs = Math.abs(fraction);
+  if (abs > 0 && abs < 0.001) return `${(fraction * 100).toPrecision(2)}%`;
+  return `${(fraction * 100).toFixed(abs < 0.1 ? 1 : 0)}%`;
+}

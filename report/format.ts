@@ -1,12 +1,12 @@
 /**
  * How numbers read in every output: the terminal table, Markdown, the dashboard and the compare
  * views all format through these functions, so one statistic reads the same wherever it is
- * shown (CSV and JSON carry full precision instead). The dashboard imports the compiled file
- * as it is, so this module imports nothing but contract/units.js, which imports nothing.
+ * shown (CSV and JSON carry full precision instead).
  */
-import { formatSize } from '../contract/units.js';
+import { formatPercent, formatSize } from '../contract/units.js';
 
-export { formatSize };
+// In contract/units.ts because workloads' notes (contract/workloads/<name>/notes.ts) write shares too.
+export { formatPercent, formatSize };
 
 /**
  * Integers as they are; otherwise whole above 1000, two decimals above 1, three significant
@@ -27,14 +27,6 @@ export function formatCompact(x: number | null | undefined): string {
   if (abs >= 1e6) return `${(x / 1e6).toPrecision(3)}M`;
   if (abs >= 1e4) return `${(x / 1e3).toPrecision(3)}k`;
   return formatNumber(x);
-}
-
-/** 0.46 -> 46%; one decimal below 10%, two significant digits below 0.1% (a share that is not 0). */
-export function formatPercent(fraction: number | null | undefined): string {
-  if (fraction === null || fraction === undefined || !Number.isFinite(fraction)) return '';
-  const abs = Math.abs(fraction);
-  if (abs > 0 && abs < 0.001) return `${(fraction * 100).toPrecision(2)}%`;
-  return `${(fraction * 100).toFixed(abs < 0.1 ? 1 : 0)}%`;
 }
 
 /** A coefficient of variation always with one decimal: CVs are compared against 10%. */

@@ -18,35 +18,17 @@ export type MetricStats = Omit<MetricAggregate, 'samples'>;
 
 /**
  * What a note is about: renderers group, count and test notes by kind, never by their English.
- * overflow: the kernel dropped events; starved-reader: the raw reader fell behind on little CPU;
- * drain-timeout: the queue was not empty at drainTimeout; fanotify-merge: fanotify merged
- * writes; silent-loss: a watcher library that cannot see overflow; wide-spread: a CV too wide to
- * conclude; interference: runs flagged as disturbed; interference-spread: the spread follows
- * the interference; precision-reached / precision-short: `repetitions: auto` got there or not;
- * cache-size: a knee judged against an L3 size the kernel did not report (a machine's, not a cell's).
+ * The report's own kinds, for any workload: wide-spread (a CV too wide to conclude),
+ * interference (runs flagged as disturbed), interference-spread (the spread follows the
+ * interference), precision-reached / precision-short (`repetitions: auto` got there or not),
+ * cache-size (a knee judged against an L3 size the kernel did not report: a machine's, not a
+ * cell's). A workload's slice adds its own (contract/workloads/<name>/notes.ts: inotify's
+ * overflow, starved-reader, drain-timeout, fanotify-merge, silent-loss).
  */
-export const NOTE_KINDS = [
-  'overflow', 'starved-reader', 'drain-timeout', 'fanotify-merge', 'silent-loss',
-  'wide-spread', 'interference', 'interference-spread', 'precision-reached', 'precision-short', 'cache-size',
-] as const;
-export type NoteKind = (typeof NOTE_KINDS)[number];
-/** warning: a number here should not be read as it stands; info: how it was measured. */
-export type NoteSeverity = 'warning' | 'info';
+export type NoteKind = string;
+import type { Note, NoteSeverity } from '../contract/notes.js';
 
-/** The one figure a note states for its cell, whose range a summary over cells gives. */
-export interface NoteFigure {
-  readonly name: string;
-  readonly value: number;
-}
-
-/** One note of one cell. */
-export interface Note {
-  readonly kind: NoteKind;
-  readonly severity: NoteSeverity;
-  /** The sentence about this cell. */
-  readonly text: string;
-  readonly figure: NoteFigure | null;
-}
+export type { Note, NoteFigure, NoteSeverity } from '../contract/notes.js';
 
 /** A cell a note group names. */
 export interface NoteCellRef {

@@ -1,10 +1,12 @@
 /**
- * Notes: what a bare number hides, said in a sentence next to it. Each rule reads the medians
- * of one cell (and, for a watcher library, of the raw reader's cell beside it), or the cell's
- * interference summary, and never recomputes a statistic.
+ * Notes: what a bare number hides, said in a sentence next to it. A workload's slice says what
+ * its own numbers hide (WorkloadContract.notes); here are the notes any cell gets (spread,
+ * interference, precision), and the grouping of every note over the cells. Each rule reads the
+ * medians of a cell or its interference summary, and never recomputes a statistic.
  */
 import { formatParam } from '../contract/params.js';
-import { metricDoc, WORKLOADS } from '../contract/workloads/index.js';
+import type { FigureFormat } from '../contract/notes.js';
+import { metricDoc, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
 import type { CellPrecision } from '../stats/aggregate.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { NOISE_DEFAULTS } from '../stats/noise.js';
@@ -26,100 +28,7 @@ export type NotelessCell = Omit<CellReport, 'notes' | 'findings'> & {
 const INTERFERENCE_RHO = 0.7;
 const INTERFERENCE_MIN_RUNS = 4;
 
-/** Below this share of one CPU while writers run, a reader that fell behind was starved rather than slow. */
-const STARVED_READER = 0.25;
-/**
- * More than this share of the writes merged into earlier unread events says the reader fell
- * behind: the kernel merges an event only into an identical one still unread (inotify(7)), so a
- * reader that keeps up reads about one event per write.
- */
-const BEHIND_COALESCED = 0.05;
-
 const note = (kind: NoteKind, severity: NoteSeverity, text: string, figure: NoteFigure | null = null): Note => ({ kind, severity, text, figure });
-
-function medianOf(c: NotelessCell, metric: string): number | null {
-  return c.metrics[metric]?.median ?? null;
-}
-
-/**
- * The same cell read by the raw inotify reader on the same machine: what a watcher library
- * delivered is measured against it. Parameters only the raw reader uses are ignored.
- */
-function rawTwin(c: NotelessCell, all: readonly NotelessCell[]): NotelessCell | undefined {
-  const ignore = new Set(['backend', 'bufferBytes', 'watch', 'mark', 'fanotifyReport', 'fanotifyUnlimitedQueue']);
-  return all.find(
-    (o) =>
-      o.workload === 'inotify' &&
-      o.machine === c.machine &&
-      o.matrix === c.matrix &&
-      o.params['backend'] === 'inotify' &&
-      o.ok > 0 &&
-      Object.entries(c.params).every(([k, v]) => ignore.has(k) || o.params[k] === v),
-  );
-}
-
-function inotifyNotes(c: NotelessCell, all: readonly NotelessCell[]): Note[] {
-  const notes: Note[] = [];
-  const backend = String(c.params['backend']);
-  // The native readers: fsbench's own inotify and fanotify loops, which see overflow and report their CPU.
-  const native = backend === 'inotify' || backend === 'fanotify';
-  const overflows = medianOf(c, 'overflows');
-  if (overflows !== null && overflows > 0) {
-    const record = backend === 'fanotify' ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW';
-    notes.push(
-      note('overflow', 'warning', `${overflows} ${record} per run (median): the kernel dropped events; raise maxQueuedEvents or give the reader more CPU.`, {
-        name: 'overflows',
-        value: overflows,
-      }),
-    );
-  }
-  // Starved means behind for want of CPU: a reader that read every write (no overflow, hardly any
-  // write merged) kept up, whatever its share of a CPU; one that fell behind on a full CPU is slow, not starved.
-  const cpu = medianOf(c, 'readerCpuFraction');
-  const coalesced = medianOf(c, 'coalescedFraction');
-  const behind = (overflows !== null && overflows > 0) || (coalesced !== null && coalesced > BEHIND_COALESCED);
-  if (cpu !== null && cpu < STARVED_READER && behind && native && c.params['mode'] === 'concurrent') {
-    const lost = [...(overflows ? [`${overflows} overflows`] : []), ...(coalesced !== null && coalesced > BEHIND_COALESCED ? [`${formatPercent(coalesced)} of writes merged`] : [])];
-    notes.push(
-      note(
-        'starved-reader',
-        'warning',
-        `the reader fell behind (${lost.join(', ')}) using only ${formatPercent(cpu)} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput here (try readerNice or pin).`,
-        { name: 'readerCpuFraction', value: cpu },
-      ),
-    );
-  }
-  if (medianOf(c, 'drainTimedOut') === 1) notes.push(note('drain-timeout', 'warning', 'the drain hit drainTimeout; the queue was not empty.'));
-  if (backend === 'fanotify') {
-    // fanotify merges a write into any identical queued event, so its event rate is not inotify's.
-    const twin = rawTwin(c, all);
-    const wpe = medianOf(c, 'writesPerEvent');
-    const rawWpe = twin ? medianOf(twin, 'writesPerEvent') : null;
-    if (wpe !== null && wpe > 1.5) {
-      notes.push(
-        note(
-          'fanotify-merge',
-          'info',
-          `fanotify merged ${wpe.toFixed(1)} writes into each event (median)${rawWpe !== null && twin ? `, inotify ${rawWpe.toFixed(1)} in ${twin.label}` : ''}: compare writes per event and writes/s, not event rates.`,
-          { name: 'writesPerEvent', value: wpe },
-        ),
-      );
-    }
-  } else if (backend !== 'inotify') {
-    const twin = rawTwin(c, all);
-    const events = medianOf(c, 'events');
-    const rawEvents = twin ? medianOf(twin, 'events') : null;
-    const fraction = twin && events !== null && rawEvents ? events / rawEvents : null;
-    const share =
-      fraction !== null && twin
-        ? ` It delivered ${formatPercent(fraction)} of the events the raw inotify reader got in ${twin.label}.`
-        : ' Run the same cell with backend: inotify to see what it missed.';
-    notes.push(
-      note('silent-loss', 'warning', `${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`, fraction === null ? null : { name: 'eventsOfRaw', value: fraction }),
-    );
-  }
-  return notes;
-}
 
 /**
  * A spread too wide to conclude from, for the headline rates and durations (the cell's judged
@@ -183,7 +92,8 @@ function interferenceSpreadNotes(c: NotelessCell, headline: readonly string[], n
 export function cellNotes(c: NotelessCell, all: readonly NotelessCell[], headline: readonly string[], noise?: NoiseOptions): Note[] {
   if (c.ok === 0) return [];
   return [
-    ...(c.workload === 'inotify' ? inotifyNotes(c, all) : []),
+    // The workload's own notes come first: they say what its numbers hide.
+    ...(WORKLOADS[c.workload].notes?.cell(c, all) ?? []),
     ...spreadNotes(c, headline, noise),
     ...flaggedNote(c),
     ...interferenceSpreadNotes(c, headline, noise),
@@ -208,19 +118,11 @@ function precisionNote(c: NotelessCell): Note[] {
   ];
 }
 
-/** What a summary over cells says of a kind, given the range of its figure ('' when none). */
-const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[]) => string>> = {
-  overflow: (r, cells) => {
-    const fanotify = cells.filter((c) => c.params['backend'] === 'fanotify').length;
-    const record = fanotify === 0 ? 'IN_Q_OVERFLOW' : fanotify === cells.length ? 'FAN_Q_OVERFLOW' : 'IN_Q_OVERFLOW or FAN_Q_OVERFLOW';
-    return `the kernel dropped events (${record} per run, median: ${r}): raise maxQueuedEvents or give the reader more CPU.`;
-  },
-  'starved-reader': (r) =>
-    `the reader fell behind using only ${r} of a CPU while the writers ran: it was starved, so the buffer size is not what limits throughput there (try readerNice or pin).`,
-  'drain-timeout': () => 'the drain hit drainTimeout; the queue was not empty.',
-  'fanotify-merge': (r) => `fanotify merged ${r} writes into each event (median): compare writes per event and writes/s, not event rates.`,
-  'silent-loss': (r) =>
-    `the watcher library cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
+/**
+ * What a summary over cells says of a kind the report notes for any workload, given the range of
+ * its figure ('' when none); a workload's own kinds are summarised by its slice (WorkloadNotes.gist).
+ */
+const GIST: Readonly<Record<string, (range: string) => string>> = {
   'wide-spread': (r) => `spread too wide to conclude from (CV ${r}): measure again on a quieter machine or with more repetitions.`,
   interference: (r) => `some runs had interference above the threshold (runs flagged per cell: ${r}).`,
   'interference-spread': () => "the slow runs are the ones with interference: the spread is the environment's, not the workload's.",
@@ -230,20 +132,33 @@ const GIST: Readonly<Record<NoteKind, (range: string, cells: readonly NotedCell[
   'cache-size': () => 'a knee is judged against an L3 size the kernel did not report.',
 };
 
-function formatFigure(name: string, x: number): string {
-  switch (name) {
-    case 'readerCpuFraction':
-    case 'eventsOfRaw':
-    case 'ciHalfWidth':
+/** The kinds the report notes for any workload; a workload's slice adds its own. */
+export const REPORT_NOTE_KINDS: readonly string[] = Object.keys(GIST);
+
+/** How the report's own figures read in a summary; a workload's say so in its slice. */
+const FIGURES: Readonly<Record<string, FigureFormat | 'cv'>> = { ciHalfWidth: 'percent', cv: 'cv', rho: 'one-decimal' };
+
+function formatFigure(workload: WorkloadName | undefined, name: string, x: number): string {
+  switch (FIGURES[name] ?? (workload ? WORKLOADS[workload].notes?.figures[name] : undefined)) {
+    case 'percent':
       return formatPercent(x);
     case 'cv':
       return formatCv(x);
-    case 'writesPerEvent':
-    case 'rho':
+    case 'one-decimal':
       return x.toFixed(1);
     default:
       return formatNumber(x);
   }
+}
+
+/** The summary sentence of a kind over several cells: the report's own kinds, else the workload's. */
+function gistOf(kind: string, range: string, cells: readonly NotedCell[]): string {
+  const own = GIST[kind];
+  if (own) return own(range);
+  const workload = cells[0]?.workload;
+  const gist = workload ? WORKLOADS[workload].notes?.gist[kind] : undefined;
+  // A workload that notes a kind says how to summarise it; without, the first cell's sentence stands for all.
+  return gist ? gist(range, cells) : (cells[0]?.findings.find((n) => n.kind === kind)?.text ?? kind);
 }
 
 /** A cell as the note groups read it. */
@@ -341,15 +256,15 @@ export function groupNotes(cells: readonly NotedCell[], severalMachines: boolean
     const range = !figure
       ? ''
       : figure.min === figure.max
-        ? formatFigure(figure.name, figure.min)
+        ? formatFigure(first.cell.workload, figure.name, figure.min)
         : each
-          ? items.map((i) => `${formatFigure(figure.name, i.note.figure?.value ?? Number.NaN)} in ${i.cell.label}${severalMachines ? ` @${i.cell.machine}` : ''}`).join(', ')
-          : `${formatFigure(figure.name, figure.min)} to ${formatFigure(figure.name, figure.max)}`;
+          ? items.map((i) => `${formatFigure(first.cell.workload, figure.name, i.note.figure?.value ?? Number.NaN)} in ${i.cell.label}${severalMachines ? ` @${i.cell.machine}` : ''}`).join(', ')
+          : `${formatFigure(first.cell.workload, figure.name, figure.min)} to ${formatFigure(first.cell.workload, figure.name, figure.max)}`;
     const universe = cells.filter((c) => noted.some((n) => n.workload === c.workload));
     groups.push({
       kind,
       severity: items.some((i) => i.note.severity === 'warning') ? 'warning' : 'info',
-      text: `${noted.length === universe.length ? `all ${noted.length} cells` : `${noted.length} of ${universe.length} cells (${whichCells(noted, universe, severalMachines)})`}: ${GIST[kind](range, noted)}`,
+      text: `${noted.length === universe.length ? `all ${noted.length} cells` : `${noted.length} of ${universe.length} cells (${whichCells(noted, universe, severalMachines)})`}: ${gistOf(kind, range, noted)}`,
       cells: noted.map(ref),
       figure,
     });

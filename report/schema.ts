@@ -8,7 +8,7 @@ import { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams } from '../contract/matrix.js';
 import { DIRECTIONS } from '../contract/metrics.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
-import { NOTE_KINDS, type Report } from './model.js';
+import type { Report } from './model.js';
 
 const bytes = z.number().int().nonnegative().nullable();
 
@@ -29,14 +29,14 @@ const MetricStatsSchema = z.object({
 });
 
 const NoteSchema = z.object({
-  kind: z.enum(NOTE_KINDS),
+  kind: z.string().min(1).describe("the report's kinds (wide-spread, interference, interference-spread, precision-reached, precision-short, cache-size) or a workload's own"),
   severity: z.enum(['warning', 'info']),
   text: z.string(),
   figure: z.object({ name: z.string(), value: z.number() }).nullable().describe('the figure the note states for its cell'),
 });
 
 const NoteGroupSchema = z.object({
-  kind: z.enum(NOTE_KINDS),
+  kind: z.string().min(1).describe("the report's kinds (wide-spread, interference, interference-spread, precision-reached, precision-short, cache-size) or a workload's own"),
   severity: z.enum(['warning', 'info']),
   text: z.string(),
   cells: z.array(z.object({ cellId: z.string(), machine: z.string(), label: z.string() })),

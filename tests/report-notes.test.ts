@@ -9,7 +9,9 @@ import type { MatrixInput } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { buildReport } from '../report/build.js';
 import { formatReadableDuration } from '../report/format.js';
-import { NOTE_KINDS, type NoteKind, type Report } from '../report/model.js';
+import type { NoteKind, Report } from '../report/model.js';
+import { REPORT_NOTE_KINDS } from '../report/notes.js';
+import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import { ReportSchema } from '../report/schema.js';
 import { noteText } from '../report/export/doc.js';
 import { reportDoc } from '../report/results-view.js';
@@ -92,7 +94,7 @@ describe('the starved-reader note follows from the measurements', () => {
 });
 
 /** For each kind: runs where the note must appear, and runs where it must not. */
-const CASES: Readonly<Record<NoteKind, { present: () => Report; absent: () => Report }>> = {
+const CASES: Readonly<Partial<Record<NoteKind, { present: () => Report; absent: () => Report }>>> = {
   overflow: {
     present: () => buildReport(runs({}, () => ({ overflows: 3 })), { title: 't' }),
     absent: () => buildReport(runs({}, () => ({ overflows: 0 })), { title: 't' }),
@@ -153,10 +155,14 @@ const CASES: Readonly<Record<NoteKind, { present: () => Report; absent: () => Re
 };
 
 describe('every kind of note', () => {
-  for (const kind of NOTE_KINDS) {
+  // The report's own kinds and every kind a workload's slice notes: each needs its two cases here.
+  const kinds = [...REPORT_NOTE_KINDS, ...WORKLOAD_NAMES.flatMap((w) => Object.keys(WORKLOADS[w].notes?.gist ?? {}))];
+  for (const kind of kinds) {
     it(`${kind}: appears where the measurements call for it, and not otherwise`, () => {
-      const present = CASES[kind].present();
-      const absent = CASES[kind].absent();
+      const cases = CASES[kind];
+      if (!cases) throw new Error(`no case for the note kind ${kind}`);
+      const present = cases.present();
+      const absent = cases.absent();
       expect(allKindsOf(present)).toContain(kind);
       expect(allKindsOf(absent)).not.toContain(kind);
       // The served shape holds typed notes and their groups.

@@ -9,6 +9,7 @@ import type { MetricDoc, MetricInfo } from '../metrics.js';
 import type { ParamSpec } from '../params.js';
 import { inotifyCharts } from './inotify/charts.js';
 import { inotifyContract } from './inotify/index.js';
+import { inotifyNotes } from './inotify/notes.js';
 import { metadataCharts } from './metadata/charts.js';
 import { metadataContract } from './metadata/index.js';
 import { noopContract } from './noop/index.js';
@@ -17,7 +18,7 @@ import type { WorkloadContract } from './slice.js';
 export type { SandboxNeeds, SliceParams, WorkloadContract } from './slice.js';
 
 const REGISTRY = {
-  inotify: { ...inotifyContract, charts: inotifyCharts },
+  inotify: { ...inotifyContract, charts: inotifyCharts, notes: inotifyNotes },
   metadata: { ...metadataContract, charts: metadataCharts },
   noop: noopContract,
 } satisfies Record<string, WorkloadContract>;

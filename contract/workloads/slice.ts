@@ -8,6 +8,7 @@
  */
 import type { z } from 'zod';
 import type { WorkloadCharts } from '../charts.js';
+import type { WorkloadNotes } from '../notes.js';
 import type { MetricDoc } from '../metrics.js';
 import type { ParamSpecs, ParamValue } from '../params.js';
 
@@ -67,6 +68,8 @@ export interface WorkloadContract {
   readonly sandbox: SandboxNeeds | null;
   /** How its ok cells are charted (report/charts.ts); without, a bar of the first headline metric per cell. */
   readonly charts?: WorkloadCharts;
+  /** What its numbers hide, said per cell and summarised over cells (report/notes.ts adds what any workload gets). */
+  readonly notes?: WorkloadNotes;
 }
 
 /** What setting up and tearing down any run on a host costs (fingerprint, target, limits), for estimates. */
