@@ -144,10 +144,15 @@ async function checkNeed(need: HostNeed, scratchDir: string, budget: HostBudget,
   }
 }
 
-/** Throws HOST_TOO_SMALL, TARGET_NOT_ALLOWED or LIMIT_NOT_ALLOWED when this host must not run the cell. */
-export async function checkHostBudget(cell: Cell, scratchDir: string, budget: HostBudget = DEFAULT_BUDGET): Promise<void> {
+/** Holds each need against this host, in order; throws at the first it cannot meet. */
+export async function checkNeeds(needs: readonly HostNeed[], scratchDir: string, budget: HostBudget = DEFAULT_BUDGET): Promise<void> {
   // Read once, and only for a cell that holds memory.
   let memory: Promise<Memory> | undefined;
   const readMemory = () => (memory ??= availableMemory());
-  for (const need of RUNNERS[cell.workload].hostNeeds(cell)) await checkNeed(need, scratchDir, budget, readMemory);
+  for (const need of needs) await checkNeed(need, scratchDir, budget, readMemory);
+}
+
+/** Throws HOST_TOO_SMALL, TARGET_NOT_ALLOWED or LIMIT_NOT_ALLOWED when this host must not run the cell. */
+export async function checkHostBudget(cell: Cell, scratchDir: string, budget: HostBudget = DEFAULT_BUDGET): Promise<void> {
+  await checkNeeds(RUNNERS[cell.workload].hostNeeds(cell), scratchDir, budget);
 }

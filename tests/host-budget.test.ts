@@ -4,6 +4,7 @@
  * directory, no journal entry, no changed limit), through the same `runCell` agents use and
  * through `fsbench run`.
  */
+import { execFileSync } from 'node:child_process';
 import { statfsSync } from 'node:fs';
 import { mkdir, readdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -13,7 +14,7 @@ import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { Journal } from '../host/journal.js';
-import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
+import { checkNeeds, DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
 import { runCell } from '../runner/run-cell.js';
 import { cellOf, mountsUnder, runCli, sysctl, tempDir } from './helpers/local.js';
 
@@ -142,6 +143,49 @@ describe('target directories', () => {
       expect((await run(cellOf('metadata', { fs: 'none', target: underScratch, dirs: 2, filesPerDir: 2, cache: 'warm' }))).state).toBe('ok');
     } finally {
       allowed.remove();
+    }
+  });
+});
+
+describe('host needs as a workload states them', () => {
+  it('counts inodes on a filesystem that has a fixed number, and checks a named directory against the allowed roots', async () => {
+    const small = path.join(scratch.dir, 'small');
+    await mkdir(small);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,nr_inodes=64', 'fsbench-test', small]);
+    try {
+      const tree = (inodes: number) => [{ kind: 'space', dir: small, bytes: 0, inodes, what: `a tree of ${inodes} entries`, fix: 'lower dirs' }] as const;
+      await expect(checkNeeds(tree(1000), scratch.dir)).rejects.toMatchObject({
+        code: 'HOST_TOO_SMALL',
+        message: expect.stringMatching(new RegExp(`^a tree of 1000 entries needs 1000 inodes, but ${small} has \\d+ free: lower dirs$`)) as unknown,
+      });
+      await expect(checkNeeds(tree(10), scratch.dir)).resolves.toBeUndefined();
+      // The scratch directory's own filesystem, named as such.
+      await expect(checkNeeds([{ kind: 'space', bytes: 2 ** 60, what: 'an exabyte', fix: 'ask for less' }], scratch.dir)).rejects.toMatchObject({
+        message: expect.stringMatching(new RegExp(`^an exabyte needs .* but the scratch directory ${scratch.dir} has .* free: ask for less$`)) as unknown,
+      });
+    } finally {
+      execFileSync('umount', [small]);
+    }
+    const outside = tempDir('fsbench-budget-outside-');
+    try {
+      await expect(checkNeeds([{ kind: 'directory', path: outside.dir }], scratch.dir)).rejects.toMatchObject({ code: 'TARGET_NOT_ALLOWED' });
+      await expect(checkNeeds([{ kind: 'directory', path: outside.dir }], scratch.dir, { ...DEFAULT_BUDGET, allowedTargets: [outside.dir] })).resolves.toBeUndefined();
+    } finally {
+      outside.remove();
+    }
+  });
+
+  it('runs an inotify cell in a sandbox tmpfs against memory, after checking its target directory', async () => {
+    const outside = tempDir('fsbench-budget-outside-');
+    try {
+      const r = refusal(await run(cellOf('inotify', { target: outside.dir, 'container.storage': 'tmpfs', duration: '100ms' })));
+      expect(r.code).toBe('TARGET_NOT_ALLOWED');
+      const big = refusal(await run(cellOf('inotify', { target: scratch.dir, 'container.storage': 'tmpfs', files: 65536, writeBytes: '1MiB', duration: '100ms' })));
+      expect(big.code).toBe('HOST_TOO_SMALL');
+      expect(big.message).toMatch(/^a tmpfs for 65544 files of 1MiB writes needs/);
+      await expectNothingLeft();
+    } finally {
+      outside.remove();
     }
   });
 });
