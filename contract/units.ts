@@ -77,6 +77,12 @@ export function formatSize(bytes: number): string {
   return `${bytes}B`;
 }
 
+/** An amount of memory or space to the tenth of a GiB (or MiB), for messages that are read, not parsed: 1.5 GiB -> "1.5 GiB". */
+export function formatAmount(bytes: number): string {
+  const mib = bytes / 1024 ** 2;
+  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${mib.toFixed(1)} MiB`;
+}
+
 /** The shortest exact spelling: 3000 -> "3s", 90000 -> "90s", 250 -> "250ms". */
 export function formatDuration(ms: number): string {
   if (ms >= 1000 && ms % 1000 === 0) return `${ms / 1000}s`;

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
+import { formatAmount } from '../contract/units.js';
 import { resolveAllowedTarget } from '../host/safe-dir.js';
 import type { HostNeed } from '../workloads/workload.js';
 import { RUNNERS } from './workloads.js';
@@ -60,15 +61,15 @@ export async function availableMemory(): Promise<Memory> {
   const info = Meminfo.parse(fields);
   let total = info.MemTotal;
   let free = info.MemAvailable;
-  let why = `MemAvailable ${human(info.MemAvailable)}`;
+  let why = `MemAvailable ${formatAmount(info.MemAvailable)}`;
   const limit = await cgroupHeadroom();
   if (limit !== null && limit.headroom < free) {
     total = Math.min(total, limit.max);
     free = limit.headroom;
-    why = `the memory limit of cgroup ${limit.group} (${human(limit.max)}, ${human(limit.headroom)} unused)`;
+    why = `the memory limit of cgroup ${limit.group} (${formatAmount(limit.max)}, ${formatAmount(limit.headroom)} unused)`;
   }
   const reserve = Math.max(MIN_RESERVE, Math.round(total / 10));
-  return { available: Math.max(0, free - reserve), why: `${why}, less ${human(reserve)} kept for the host` };
+  return { available: Math.max(0, free - reserve), why: `${why}, less ${formatAmount(reserve)} kept for the host` };
 }
 
 /** The tightest memory.max over this process's cgroup v2 and its ancestors, or null without one. */
@@ -88,14 +89,8 @@ async function cgroupHeadroom(): Promise<{ group: string; max: number; headroom:
   }
 }
 
-/** Amounts of memory and space, to the tenth of a GiB (or MiB): the message is read, not parsed. */
-function human(bytes: number): string {
-  const mib = bytes / MiB;
-  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${mib.toFixed(1)} MiB`;
-}
-
 function tooSmall(what: string, need: number, have: string, fix: string): FsbenchError {
-  return new FsbenchError('HOST_TOO_SMALL', `${what} needs ${human(need)}, but ${have}: ${fix}`);
+  return new FsbenchError('HOST_TOO_SMALL', `${what} needs ${formatAmount(need)}, but ${have}: ${fix}`);
 }
 
 /**
@@ -126,7 +121,7 @@ async function checkNeed(need: HostNeed, scratchDir: string, budget: HostBudget,
       return;
     case 'memory': {
       const m = await memory();
-      if (need.bytes > m.available) throw tooSmall(need.what, need.bytes, `this host has ${human(m.available)} to spare (${m.why})`, need.fix);
+      if (need.bytes > m.available) throw tooSmall(need.what, need.bytes, `this host has ${formatAmount(m.available)} to spare (${m.why})`, need.fix);
       return;
     }
     case 'space': {
@@ -135,7 +130,7 @@ async function checkNeed(need: HostNeed, scratchDir: string, budget: HostBudget,
       // A directory statfs cannot read is the run's to report (TARGET_UNUSABLE), in its words.
       const free = await freeOn(dir).catch(() => null);
       if (free === null) return;
-      if (need.bytes > free.bytes) throw tooSmall(need.what, need.bytes, `${where} has ${human(free.bytes)} free`, need.fix);
+      if (need.bytes > free.bytes) throw tooSmall(need.what, need.bytes, `${where} has ${formatAmount(free.bytes)} free`, need.fix);
       if (need.inodes !== undefined && free.inodes !== null && need.inodes > free.inodes) {
         throw new FsbenchError('HOST_TOO_SMALL', `${need.what} needs ${need.inodes} inodes, but ${where} has ${free.inodes} free: ${need.fix}`);
       }

@@ -4,7 +4,7 @@
  */
 import { statfs } from 'node:fs/promises';
 import { FsbenchError } from '../../contract/errors.js';
-import { formatSize } from '../../contract/units.js';
+import { formatAmount, formatSize } from '../../contract/units.js';
 import type { MetadataParams } from './params.js';
 
 /** Room for the journal/log and allocator slack the estimate below does not see. */
@@ -12,11 +12,6 @@ const SLACK_BYTES = 64 * 1024 ** 2;
 
 function roundUp(n: number, to: number): number {
   return Math.ceil(n / to) * to;
-}
-
-function human(bytes: number): string {
-  const mib = bytes / 1024 ** 2;
-  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${mib.toFixed(1)} MiB`;
 }
 
 const MiB = 1024 ** 2;
@@ -44,8 +39,8 @@ export async function checkFreeSpace(p: MetadataParams, root: string, backing: s
   if (free < need) {
     throw new FsbenchError(
       'NO_SPACE',
-      `the files need about ${human(need)} (${shape}), but the ${p.fs === 'none' ? 'target' : `new ${p.fs}`} filesystem has ` +
-        `${human(free)} free: ${p.fs === 'none' ? 'free some space' : 'raise fsSize'} or lower dirs, filesPerDir or fileSize`,
+      `the files need about ${formatAmount(need)} (${shape}), but the ${p.fs === 'none' ? 'target' : `new ${p.fs}`} filesystem has ` +
+        `${formatAmount(free)} free: ${p.fs === 'none' ? 'free some space' : 'raise fsSize'} or lower dirs, filesPerDir or fileSize`,
     );
   }
   const files = p.dirs * p.filesPerDir + p.dirs;
@@ -62,8 +57,8 @@ export async function checkFreeSpace(p: MetadataParams, root: string, backing: s
   if (hostFree < need + SLACK_BYTES) {
     throw new FsbenchError(
       'NO_SPACE',
-      `the sparse image grows by what the run writes, about ${human(need + SLACK_BYTES)}, but the scratch filesystem ` +
-        `(${backing}) has ${human(hostFree)} free: free space there or lower dirs, filesPerDir or fileSize`,
+      `the sparse image grows by what the run writes, about ${formatAmount(need + SLACK_BYTES)}, but the scratch filesystem ` +
+        `(${backing}) has ${formatAmount(hostFree)} free: free space there or lower dirs, filesPerDir or fileSize`,
     );
   }
 }
