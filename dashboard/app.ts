@@ -52,10 +52,11 @@ const isFullFingerprint = (f: z.infer<typeof Fingerprint>): f is z.infer<typeof 
 const Progress = z.object({ stored: z.number(), expected: z.number() }).loose();
 const MatrixSummary = z.object({ id: z.string(), name: z.string(), workload: z.string(), state: z.string(), progress: Progress, cells: z.number(), createdAt: z.string() }).loose();
 const Matrices = z.object({ matrices: z.array(MatrixSummary) });
+// The shapes the coordinator documents (coordinator/openapi.ts), as far as the views read them.
 const MatrixDetail = MatrixSummary.extend({
-  description: z.string().optional(),
-  machines: z.array(z.object({ machine: z.string(), stored: z.number(), expected: z.number().nullable().optional(), ok: z.number(), failed: z.number(), skipped: z.number() }).loose()).optional(),
-  failures: z.array(z.object({ machine: z.string(), cellId: z.string(), repetition: z.number(), code: z.string(), message: z.string() }).loose()).optional(),
+  description: z.string().nullable(),
+  machines: z.array(z.object({ machine: z.string(), stored: z.number(), expected: z.number().nullable(), ok: z.number(), failed: z.number(), skipped: z.number() }).loose()),
+  failures: z.array(z.object({ machine: z.string(), cellId: z.string(), repetition: z.number(), code: z.string().nullable(), message: z.string().nullable() }).loose()),
 });
 const Agent = z
   .object({
@@ -69,7 +70,7 @@ const Agent = z
     fingerprint: Fingerprint,
   })
   .loose();
-const AgentKey = z.object({ key: z.string(), machine: z.string(), hostId: z.string(), state: z.string(), via: z.string().nullable().optional(), enrolledAt: z.string().nullable().optional(), firstSeen: z.string() }).loose();
+const AgentKey = z.object({ key: z.string(), machine: z.string(), hostId: z.string(), state: z.string(), via: z.string().nullable(), enrolledAt: z.string().nullable(), firstSeen: z.string() }).loose();
 const Agents = z.object({ agents: z.array(Agent), keys: z.array(AgentKey).optional() });
 /** The report inside a results page: what the charts read, and each machine's fingerprint for its facts line. */
 const Results = z.object({ report: ChartInput.extend({ machines: z.array(z.object({ machine: z.string(), fingerprint: Fingerprint.nullable() })) }) });
@@ -284,7 +285,7 @@ async function matrixView(id: string): Promise<void> {
   }
   const { charts, note } = chartsOf(results.report);
   const fingerprints = new Map(results.report.machines.map((m) => [m.machine, m.fingerprint]));
-  const machines = (detail.machines ?? []).map((m) => {
+  const machines = detail.machines.map((m) => {
     const facts = factsLineOf(fingerprints.get(m.machine));
     return h(
       'li',
@@ -295,7 +296,7 @@ async function matrixView(id: string): Promise<void> {
       facts ? h('small', { class: 'facts' }, ` ${facts}`) : null,
     );
   });
-  const failures = detail.failures ?? [];
+  const failures = detail.failures;
   show(
     h('h2', {}, detail.name, ' ', h('small', {}, `${detail.workload} · ${detail.id}`)),
     h('p', {}, state, ' ', progress, ' · ', h('a', { href: `#/compare?baseline=${encodeURIComponent(id)}` }, 'compare…'), ' · ', h('a', { href: `${path}/results?format=csv` }, 'CSV'), ' · ', h('a', { href: `${path}/report.html` }, 'HTML report')),
@@ -305,7 +306,7 @@ async function matrixView(id: string): Promise<void> {
     // The charts first: the notes, the document's first section, explain what they show.
     h('div', { class: 'charts' }, drawCharts(charts, open.charts), note ? h('p', { class: 'hint' }, note) : null),
     fromHtml(docHtml(doc)),
-    failures.length > 0 ? h('section', {}, h('h3', {}, 'Failures'), h('ul', {}, failures.map((f) => h('li', {}, `${f.machine} ${f.cellId}#${f.repetition}: ${f.code}: ${f.message}`)))) : null,
+    failures.length > 0 ? h('section', {}, h('h3', {}, 'Failures'), h('ul', {}, failures.map((f) => h('li', {}, `${f.machine} ${f.cellId}#${f.repetition}: ${f.code ?? 'failed'}: ${f.message ?? ''}`)))) : null,
   );
 }
 

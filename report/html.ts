@@ -7,10 +7,10 @@
  * the HTML exporter the dashboard renders it with.
  *
  * Built from the report model, so its size follows the cells, not the runs; every text from the
- * results is escaped by the exporter, and the chart data sits in a JSON block whose `<` are
- * escaped, so no value can end an element or start one.
+ * results is escaped by the exporter, and the charts (their specs, chosen here) sit in a JSON
+ * block whose `<` are escaped, so no value can end an element or start one.
  */
-import { chartInput, MAX_CHART_CELLS } from './charts.js';
+import { chartInput, chartsOf, MAX_CHART_CELLS } from './charts.js';
 import { docHtml, el, preambleHtml, text } from './export/html.js';
 import type { Report } from './model.js';
 import { pageDoc } from './results-view.js';
@@ -67,7 +67,7 @@ export function renderHtmlReport(report: Report, assets: HtmlAssets, options: Ht
     el('header', {}, el('h1', {}, 'fsbench report')),
     // The charts first: the notes (the document's first section) explain what they show.
     el('main', {}, head, chartsSection(report), docHtml(doc)),
-    `<script type="application/json" id="fsbench-data">${jsonBlock(chartInput(report))}</script>`,
+    `<script type="application/json" id="fsbench-data">${jsonBlock(chartsOf(chartInput(report)))}</script>`,
     `<script>${assets.chartJs}</script>`,
     `<script type="module">${assets.script}</script>`,
     '</body></html>',

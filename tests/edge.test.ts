@@ -214,7 +214,7 @@ describe('reads', () => {
     const c = await cluster.coordinator({ allowedHosts: ['bench.internal'] });
     const port = String(c.port);
     const id = Submitted.parse(JSON.parse((await send(c.url, 'POST', '/v1/matrices', {}, matrix)).body)).id;
-    const reads = ['/v1/agents', '/metrics', `/v1/matrices/${id}/events`, '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results?format=csv`, '/openapi.json', '/', '/app.js'];
+    const reads = ['/v1/agents', '/metrics', `/v1/matrices/${id}/events`, '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results?format=csv`, `/v1/matrices/${id}/document`, '/openapi.json', '/', '/app.js'];
     for (const target of reads) {
       for (const host of [`rebind.example:${port}`, 'rebind.example', `bench.internal.rebind.example:${port}`, `localhost.rebind.example:${port}`]) {
         const a = await head(c.url, target, { host });

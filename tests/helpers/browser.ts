@@ -60,7 +60,8 @@ export async function openBrowser(): Promise<Browser> {
       await page.goto(`${base}/${hash}`);
       const view = hash.replace(/^#/, '').split('?')[0] || '/';
       await waitFor(`['${view}', 'error'].includes(document.body.dataset.ready)`);
-      expect(await page.evaluate('document.body.dataset.ready')).toBe(view);
+      // The dashboard's error banner says why a view failed (an answer it could not parse, a status).
+      expect(await page.evaluate('document.body.dataset.ready'), await page.evaluate(`document.getElementById('banner')?.textContent ?? ''`)).toBe(view);
     },
     async close() {
       await context.close();
