@@ -3,13 +3,21 @@
  * build: the dashboard links it, the HTML report inlines it). What to draw is decided by the
  * specs; this file only turns them into Chart.js configurations and figures.
  */
-import type { Chart as ChartJs, ChartConfiguration, ChartDataset, Plugin } from 'chart.js';
+import type { Chart as ChartJs, ChartConfiguration, ChartDataset, ChartType, Plugin } from 'chart.js';
 import type { ChartAxis, ChartMarker, ChartSeries, ChartSpec, TickFormat } from '../contract/charts.js';
 import { formatSize } from '../contract/units.js';
 import { formatCompact } from '../report/format.js';
 import { h } from './dom.js';
 
 declare const Chart: typeof ChartJs;
+
+// The marker lines are also kept in the chart's options, where a page or a test reads what a chart marks.
+declare module 'chart.js' {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- an augmentation repeats Chart.js's type parameter
+  interface PluginOptionsByType<TType extends ChartType> {
+    fsbenchMarkers?: { readonly lines: readonly ChartMarker[] };
+  }
+}
 
 /** Draws vertical marker lines (the machine's L3 size) across the chart area. */
 function markerPlugin(lines: readonly ChartMarker[]): Plugin {
@@ -81,7 +89,7 @@ function config(spec: ChartSpec): ChartConfiguration {
       maintainAspectRatio: false,
       animation: false,
       interaction: { mode: 'nearest', intersect: false },
-      plugins: { legend: spec.legend === false ? { display: false } : { position: 'bottom', labels: { boxWidth: 12 } }, ...({ fsbenchMarkers: { lines: markers } } as object) },
+      plugins: { legend: spec.legend === false ? { display: false } : { position: 'bottom', labels: { boxWidth: 12 } }, fsbenchMarkers: { lines: markers } },
       scales: { ...(spec.x ? { x: scale(spec.x) } : {}), y: scale(spec.y), ...(spec.y1 ? { y1: scale(spec.y1) } : {}) },
     },
     plugins: markers.length > 0 ? [markerPlugin(markers)] : [],
