@@ -7,10 +7,12 @@ import type { WorkloadName } from '../contract/workloads/index.js';
 import { inotifyWorkload } from '../workloads/inotify/index.js';
 import { metadataWorkload } from '../workloads/metadata/index.js';
 import { noopWorkload } from '../workloads/noop/index.js';
+import { watchesWorkload } from '../workloads/watches/index.js';
 import type { WorkloadSlice } from '../workloads/workload.js';
 
 export const RUNNERS: Readonly<Record<WorkloadName, WorkloadSlice>> = {
   inotify: inotifyWorkload,
   metadata: metadataWorkload,
   noop: noopWorkload,
+  watches: watchesWorkload,
 };

@@ -13,6 +13,9 @@ import { inotifyNotes } from './inotify/notes.js';
 import { metadataCharts } from './metadata/charts.js';
 import { metadataContract } from './metadata/index.js';
 import { noopContract } from './noop/index.js';
+import { watchesCharts } from './watches/charts.js';
+import { watchesContract } from './watches/index.js';
+import { watchesNoteRules } from './watches/notes.js';
 import type { WorkloadContract } from './slice.js';
 
 export type { SandboxNeeds, SliceParams, WorkloadContract } from './slice.js';
@@ -21,6 +24,7 @@ const REGISTRY = {
   inotify: { ...inotifyContract, charts: inotifyCharts, notes: inotifyNotes },
   metadata: { ...metadataContract, charts: metadataCharts },
   noop: noopContract,
+  watches: { ...watchesContract, charts: watchesCharts, notes: watchesNoteRules },
 } satisfies Record<string, WorkloadContract>;
 
 export type WorkloadName = keyof typeof REGISTRY;
