@@ -152,7 +152,21 @@ const CASES: Readonly<Partial<Record<NoteKind, { present: () => Report; absent: 
     present: () => sweepOn('sysconf', 508 * 1024 ** 2),
     absent: () => sweepOn('sysfs', 8 * 1024 ** 2),
   },
+  'watch-limit': {
+    present: () => watchesReport({ limitHit: 1, maxUserWatches: 8192, watches: 8190, watchesNeeded: 20_001 }),
+    absent: () => watchesReport({ limitHit: 0, maxUserWatches: 1_048_576, watches: 20_001, watchesNeeded: null }),
+  },
+  'host-wide-accounting': {
+    present: () => watchesReport({ kernelBytesHostWide: 1 }),
+    absent: () => watchesReport({ kernelBytesHostWide: 0 }),
+  },
 };
+
+/** A watches cell whose ok runs measured `metrics` (the synthetic runs carry none of that workload's own). */
+function watchesReport(metrics: Metrics): Report {
+  const all = syntheticRuns({ matrix: { name: 'watches', workload: 'watches', repetitions: 5, warmup: 0, params: { dirs: 20_000 } }, machine: { machine: 'm1' }, noise: 0 });
+  return buildReport(all.map((r) => (r.state === 'ok' ? { ...r, metrics: { ...r.metrics, ...metrics } } : r)), { title: 't' });
+}
 
 describe('every kind of note', () => {
   // The report's own kinds and every kind a workload's slice notes: each needs its two cases here.
