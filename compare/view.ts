@@ -1,7 +1,9 @@
 /**
- * A comparison as the exporters take it: one row per (metric, cell) with both sides' medians,
- * the delta (`~` when not significant), the ratio's interval and the p-value; a table of
- * geometric means per metric; the unmatched cells and the notes.
+ * A comparison as the exporters take it, one function per table: the machine facts that differ
+ * (differingFactsTable), one row per (metric, cell) with both sides' medians, the delta (marked
+ * `~` when not significant), the ratio's interval and the p-value (compareRowsTable), the
+ * geometric means per metric; then the unmatched cells and the notes. The dashboard renders the
+ * same document (GET /v1/compare?format=document).
  */
 import type { Column, CsvTable, Doc, DocCell, DocNote, Exportable, TextTable } from '../report/export/index.js';
 import { formatDelta, formatInterval, formatNumber, formatPercent, formatPValue, formatRatio } from '../report/format.js';

@@ -1,6 +1,9 @@
 /**
- * A results report as the exporters take it. Table and Markdown show the headline metrics of
- * each cell (median, spread, the median's 95% CI), the knees and the notes; CSV has every
+ * A results report as the exporters take it: one function per table builds it once as a typed
+ * document (cellsTable, kneesTable, notesOf, machinesTable), and every output renders those.
+ * Table and Markdown show the headline metrics of each cell (median, spread, the median's 95%
+ * CI), the knees and the notes (reportDoc); the HTML page and the dashboard show the same tables
+ * and notes with each cell's own notes and every machine's fingerprint (pageDoc); CSV has every
  * metric with every statistic and the cell's notes; JSON is the report itself.
  */
 import { formatParam } from '../contract/params.js';
