@@ -200,17 +200,23 @@ export function reportDoc(report: Report): Doc {
   return { title: report.title, preamble: preamble(report), tables: [cellsTable(report), ...(knees ? [knees] : [])], notes: notesOf(report) };
 }
 
+/** Rows a page shows unfolded. */
+const FOLD_ROWS = 60;
+
 /**
  * The report as the HTML page and the dashboard show it: the same tables and notes as the text
  * formats, the knees before the long table of cells, and every machine's fingerprint after it.
  */
 export function pageDoc(report: Report, cellLimit = Infinity): Doc {
   const knees = kneesTable(report);
+  const cells = cellsTable(report, cellLimit);
   const machines = machinesTable(report.machines);
+  // Past a screenful a table is folded under its heading: the charts and notes stay near the top.
+  const fold = (t: TextTable) => ({ ...t, fold: t.rows.length > FOLD_ROWS });
   return {
     title: report.title,
     preamble: preamble(report),
-    tables: [...(knees ? [knees] : []), { ...cellsTable(report, cellLimit), heading: `Cells (${report.cells.length})` }, ...(machines ? [machines] : [])],
+    tables: [...(knees ? [knees] : []), fold({ ...cells, heading: `Cells (${report.cells.length})` }), ...(machines ? [fold(machines)] : [])],
     notes: notesOf(report),
   };
 }

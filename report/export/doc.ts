@@ -77,6 +77,8 @@ export const TextTable = z.object({
   hint: z.string().optional(),
   /** A line saying the table is cut, shown under its heading. */
   capped: z.string().optional(),
+  /** A long table a page shows folded under its heading (HTML: a closed `<details>`); text formats print it whole. */
+  fold: z.boolean().optional(),
   columns: z.array(Column),
   rows: z.array(Row),
   /**

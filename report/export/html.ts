@@ -75,14 +75,15 @@ function bodies(t: TextTable): string[] {
 
 export function tableHtml(t: TextTable): string {
   const head = el('thead', {}, el('tr', {}, ...t.columns.map((c) => text('th', { class: c.align === 'right' ? 'num' : undefined }, c.title))));
-  return el(
-    'section',
-    { id: t.name, class: 'doc-table' },
-    t.heading === undefined ? '' : text('h3', {}, t.heading),
+  const heading = t.heading === undefined ? '' : text('h3', {}, t.heading);
+  const body = [
     t.hint === undefined ? '' : text('p', { class: 'hint' }, t.hint),
     t.capped === undefined ? '' : text('p', { class: 'hint capped' }, t.capped),
     el('table', { class: t.name }, head, ...bodies(t)),
-  );
+  ];
+  // Folded, the heading stays in view and the rows are one click away (and in the page all along).
+  if (t.fold) return el('details', { id: t.name, class: 'doc-table' }, el('summary', {}, heading || escapeHtml(t.name ?? 'table')), ...body);
+  return el('section', { id: t.name, class: 'doc-table' }, heading, ...body);
 }
 
 /** The document's notes as a section: one item per note, its kind and severity as attributes. */
