@@ -42,7 +42,7 @@ function deltaCell(r: CompareRow): DocCell {
 }
 
 /** The compare rows: per metric and cell, both sides' medians, the delta, the ratio's interval and p. */
-export function compareRowsTable(report: CompareReport): TextTable {
+function compareRowsTable(report: CompareReport): TextTable {
   return {
     name: 'compare-rows',
     columns: [left('metric'), left('cell'), right('baseline'), right('candidate'), right('delta'), right('ratio 95% CI'), right('p'), left('')],

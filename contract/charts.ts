@@ -61,7 +61,7 @@ export interface ChartAxis {
   readonly grid?: boolean;
 }
 
-export type ChartPoint = { readonly x: number; readonly y: number };
+type ChartPoint = { readonly x: number; readonly y: number };
 
 export interface ChartSeries {
   readonly label: string;

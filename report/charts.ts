@@ -9,9 +9,9 @@ import { ChartInput, medianOf, seriesColor, type ChartCell, type ChartSpec } fro
 import { WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
 import type { Report } from './model.js';
 
-export const MAX_CHART_SERIES = 24;
-export const MAX_CHART_BARS = 200;
-export const MAX_CHART_PANELS = 60;
+const MAX_CHART_SERIES = 24;
+const MAX_CHART_BARS = 200;
+const MAX_CHART_PANELS = 60;
 /** Cells the charts get: enough for any chart one can read, and it keeps a page's data block a few MB at most. */
 export const MAX_CHART_CELLS = 2_000;
 

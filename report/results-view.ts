@@ -22,7 +22,7 @@ function headlineOf(report: Report, workload: WorkloadName): readonly string[] {
 }
 
 /** What a cell's runs support: a conclusion, none (too noisy), or nothing to say (no ok run). */
-export function verdictOf(c: CellReport): string {
+function verdictOf(c: CellReport): string {
   if (c.ok === 0) return c.problem ?? 'no result';
   return c.noise.noisy ? 'too noisy' : 'ok';
 }
@@ -165,7 +165,7 @@ function flatten(v: unknown, key: string, out: Map<string, string>): void {
 }
 
 /** Every field of each machine's fingerprint, a column per machine, as recorded with its runs. */
-export function machinesTable(machines: readonly MachineReport[]): TextTable | null {
+function machinesTable(machines: readonly MachineReport[]): TextTable | null {
   if (machines.length === 0) return null;
   const columns = machines.map((m) => {
     const out = new Map<string, string>();

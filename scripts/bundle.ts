@@ -17,7 +17,7 @@ function root(): string {
 }
 
 /** Where the bundles go: dist/dashboard/, next to the compiled code that serves and inlines them. */
-export const bundleDir = (base = root()): string => path.join(base, 'dist', 'dashboard');
+const bundleDir = (base = root()): string => path.join(base, 'dist', 'dashboard');
 
 /**
  * zod's `z` carries every locale's error messages (260 KB minified) as `z.locales`, which no

@@ -55,8 +55,8 @@ const Data = z.record(z.string(), z.string());
  * the group's own notes and verdict follow its last row in HTML (text formats leave them to
  * the report's notes and the CSV).
  */
-export const RowGroup = z.object({ data: Data, notes: z.array(DocNote) });
-export type RowGroup = z.infer<typeof RowGroup>;
+const RowGroup = z.object({ data: Data, notes: z.array(DocNote) });
+type RowGroup = z.infer<typeof RowGroup>;
 
 export const DocRow = z.object({
   cells: z.array(Cell),

@@ -11,11 +11,11 @@ import { cellText, rowCells, type Cell, type Column, type Doc, type DocNote, typ
 
 const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-export function escapeHtml(s: string): string {
+function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
 }
 
-export type Attrs = Readonly<Record<string, string | number | undefined>>;
+type Attrs = Readonly<Record<string, string | number | undefined>>;
 
 function attrs(a: Attrs): string {
   return Object.entries(a)
@@ -50,7 +50,7 @@ function rowHtml(r: Row, columns: readonly Column[]): string {
   return el('tr', { class: own?.class, ...dataAttrs(own?.data) }, ...columns.map((col, i) => cellHtml(cells[i], col)));
 }
 
-export function notesListHtml(notes: readonly (string | DocNote)[], listClass: string): string {
+function notesListHtml(notes: readonly (string | DocNote)[], listClass: string): string {
   return el(
     'ul',
     { class: listClass },
@@ -73,7 +73,7 @@ function bodies(t: TextTable): string[] {
   });
 }
 
-export function tableHtml(t: TextTable): string {
+function tableHtml(t: TextTable): string {
   const head = el('thead', {}, el('tr', {}, ...t.columns.map((c) => text('th', { class: c.align === 'right' ? 'num' : undefined }, c.title))));
   const heading = t.heading === undefined ? '' : text('h3', {}, t.heading);
   const body = [
@@ -87,7 +87,7 @@ export function tableHtml(t: TextTable): string {
 }
 
 /** The document's notes as a section: one item per note, its kind and severity as attributes. */
-export function notesHtml(doc: Doc): string {
+function notesHtml(doc: Doc): string {
   if (doc.notes.length === 0) return '';
   return el(
     'section',
