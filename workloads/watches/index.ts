@@ -67,13 +67,19 @@ async function watchFromNode(p: WatchesParams, tree: Tree, acc: Accounting, sign
     signal,
     timeoutMs + 60_000,
   );
+  // No event and fewer watches than the tree needs: the library stopped at the limit without
+  // reporting it (Node's recursive fs.watch drops ENOSPC), which is what its users live with.
+  const silent = r.limitError === null && r.firstEventNs === null && r.watches < expectedWatches(p);
+  if (r.limitError === null && r.firstEventNs === null && !silent) {
+    throw new FsbenchError('BACKEND_FAILED', `${p.backend} holds ${r.watches} watches for the tree but reported no event for ${r.markers} marker files in ${tree.build.markerDir}`);
+  }
   return {
     ...r,
-    limitHit: r.limitError !== null,
+    limitHit: r.limitError !== null || silent,
     info: {
       measuredBy: 'node child process',
       markers: r.markers,
-      limitError: r.limitError,
+      limitError: silent ? `none reported: ${r.watches} of ${expectedWatches(p)} watches, and no event` : r.limitError,
       backendErrors: r.errors.length > 0 ? r.errors.slice(0, 5).join('; ') : null,
     },
   };

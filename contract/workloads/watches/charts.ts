@@ -1,14 +1,16 @@
 /**
  * The watches workload's charts (docs/watches.md): per machine, against the tree's size in
  * directories, one line per backend: the time until the whole tree is watched and the first
- * event arrives, the kernel memory each watch costs, and what the watcher's own memory grows by
- * per watch. fanotify's one mark has no per-watch figure worth drawing: it is in the first chart only.
+ * event arrives, the rate watches were added at, the kernel memory each watch costs, and what the
+ * watcher's own memory grows by per watch. fanotify's one mark has no per-watch figure worth drawing: it is in the first chart only.
  */
 import { groupBy, labelWithout, medianOf, seriesColor, type ChartCell, type ChartInput, type ChartSpec } from '../../charts.js';
 import { WATCH_BACKENDS } from './index.js';
 
 const PANELS = [
   { metric: 'firstEventMs', title: 'time until the whole tree is watched', y: 'ms until the first event (median)', perWatch: false },
+  // The same setups as a rate: chokidar's line would otherwise flatten the others against the axis.
+  { metric: 'watchesPerSec', title: 'watches added per second', y: 'watches/s (median)', perWatch: true },
   { metric: 'kernelBytesPerWatch', title: 'kernel memory per watch', y: 'bytes per watch (median)', perWatch: true },
   { metric: 'rssBytesPerWatch', title: "the watcher's own memory per watch", y: 'RSS bytes per watch (median)', perWatch: true },
 ] as const;
