@@ -1,0 +1,64 @@
+/*
+ * What the native programs that report one JSON line share (native/metadata.c, native/watches.c):
+ * a monotonic clock, JSON strings, the error line {"error":{"code":..,"message":..,"done":N}}
+ * with exit status 3 that their Node drivers parse, and checked integer arguments.
+ */
+#ifndef FSBENCH_OUTPUT_H
+#define FSBENCH_OUTPUT_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static inline void json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+static _Noreturn void fail(const char *code, long done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static _Noreturn void fail(const char *code, long done, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  printf("{\"error\":{\"code\":");
+  json_string(code);
+  printf(",\"message\":");
+  json_string(msg);
+  printf(",\"done\":%ld}}\n", done);
+  fflush(stdout);
+  exit(3);
+}
+
+/* The errno's name (ENOSPC ...) is the code, which the drivers map to fsbench's error codes. */
+static inline _Noreturn void fail_errno(const char *what, const char *path, long done) {
+  int e = errno;
+  const char *name = strerrorname_np(e);
+  fail(name ? name : "EUNKNOWN", done, "%s %s: %s", what, path, strerror(e));
+}
+
+static inline long number_arg(const char *name, const char *value) {
+  char *end;
+  errno = 0;
+  long v = strtol(value, &end, 10);
+  if (errno || *end || v < 0) fail("USAGE", 0, "%s must be a non-negative integer, got '%s'", name, value);
+  return v;
+}
+
+#endif
