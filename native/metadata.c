@@ -31,8 +31,6 @@
 
 #define MAX_BUF (1L << 20)
 
-static volatile sig_atomic_t stop_requested;
-
 struct opts {
   const char *phase;
   const char *root;
@@ -45,11 +43,6 @@ struct counts {
   long files, dirs;
   long long bytes;
 };
-
-static void on_stop(int sig) {
-  (void)sig;
-  stop_requested = 1;
-}
 
 static void check_stop(long done) {
   if (stop_requested) fail("CANCELLED", done, "stopped by a signal after %ld files", done);
@@ -255,13 +248,7 @@ static void parse(int argc, char **argv, struct opts *o) {
 int main(int argc, char **argv) {
   struct opts o = {0};
   parse(argc, argv, &o);
-  // A parent killed with SIGKILL must not leave this loop holding the mount busy.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (o.parent >= 0 && getppid() != (pid_t)o.parent) fail("CANCELLED", 0, "the parent process is gone");
-  struct sigaction sa = {0};
-  sa.sa_handler = on_stop;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  follow_parent(o.parent);
 
   dir_width = digits(o.dirs - 1);
   file_width = digits(o.files - 1);

@@ -1,17 +1,20 @@
 /*
  * What the native programs that report one JSON line share (native/metadata.c, native/watches.c):
- * a monotonic clock, JSON strings, the error line {"error":{"code":..,"message":..,"done":N}}
+ * how they follow their driver (its death, its SIGTERM), a monotonic clock, JSON strings, the error line {"error":{"code":..,"message":..,"done":N}}
  * with exit status 3 that their Node drivers parse, and checked integer arguments.
  */
 #ifndef FSBENCH_OUTPUT_H
 #define FSBENCH_OUTPUT_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline long long now_ns(void) {
   struct timespec t;
@@ -59,6 +62,28 @@ static inline long number_arg(const char *name, const char *value) {
   long v = strtol(value, &end, 10);
   if (errno || *end || v < 0) fail("USAGE", 0, "%s must be a non-negative integer, got '%s'", name, value);
   return v;
+}
+
+/* Set by SIGINT/SIGTERM (the driver's cancellation): the loops stop between two steps and report CANCELLED. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+/*
+ * Ties the program to its driver: a parent killed with SIGKILL takes it along (it must not
+ * outlive the run holding a mount busy), a parent already gone (PARENT, or -1 for none) stops it
+ * at once, and SIGINT/SIGTERM set stop_requested.
+ */
+static inline void follow_parent(long parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent >= 0 && getppid() != (pid_t)parent) fail("CANCELLED", 0, "the parent process is gone");
+  struct sigaction sa = {0};
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
 }
 
 #endif

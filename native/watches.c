@@ -36,17 +36,10 @@
 #include "output.h"
 #include "safe-open.h"
 
-static volatile sig_atomic_t stop_requested;
-
 struct opts {
   const char *op, *root, *marker_dir, *mark, *cgroup, *memcg_file, *memcg_key;
   long dirs, fanout, files, parent;
 };
-
-static void on_stop(int sig) {
-  (void)sig;
-  stop_requested = 1;
-}
 
 static void check_stop(long done) {
   if (stop_requested) fail("CANCELLED", done, "stopped by a signal after %ld", done);
@@ -400,13 +393,7 @@ static void parse(int argc, char **argv, struct opts *o) {
 int main(int argc, char **argv) {
   struct opts o = {0};
   parse(argc, argv, &o);
-  // A parent killed with SIGKILL must not leave this process holding the mount busy.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (o.parent >= 0 && getppid() != (pid_t)o.parent) fail("CANCELLED", 0, "the parent process is gone");
-  struct sigaction sa = {0};
-  sa.sa_handler = on_stop;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  follow_parent(o.parent);
   if (!strcmp(o.op, "build")) op_build(&o);
   else if (!strcmp(o.op, "inotify")) op_inotify(&o);
   else if (!strcmp(o.op, "fanotify")) op_fanotify(&o);
