@@ -1,15 +1,8 @@
 /** The directory a run's files live in: a private tmpfs, or a fresh subdirectory of a path. */
-import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
-import { promisify } from 'node:util';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { filesystemType } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
+import { makeRunDirectory, mountPrivateTmpfs } from '../../host/run-dir.js';
 import { resolveAllowedTarget } from '../../host/safe-dir.js';
-
-const exec = promisify(execFile);
 
 /**
  * The size of a run's private tmpfs: files never grow (writes at offset 0), so each needs its
@@ -39,27 +32,7 @@ export async function prepareTarget(
 ): Promise<Target> {
   // The scratch directory was checked when the journal was opened (host/safe-dir.ts): only root controls it.
   const parent = target === 'tmpfs' ? scratchDir : await resolveAllowedTarget(target, teardown.journal.allowedRoots);
-  const dir = path.join(parent, `fsbench-inotify-${randomUUID().slice(0, 8)}`);
-  await teardown.add({ kind: 'path', path: dir }, async () => {
-    try {
-      await mkdir(dir, { mode: 0o700 });
-    } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${messageOf(err)}`);
-    }
-  });
-  if (target === 'tmpfs') {
-    const size = Math.max(16 * 1024 ** 2, sizeBytes);
-    await teardown.add({ kind: 'mount', target: dir }, async () => {
-      try {
-        await exec('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'fsbench', dir]);
-      } catch (err) {
-        const stderr = err instanceof Error && 'stderr' in err ? String(err.stderr).trim() : String(err);
-        throw new FsbenchError(
-          /permission|not permitted|only root/i.test(stderr) ? 'PRIVILEGE_MISSING' : 'MOUNT_FAILED',
-          `mounting a private tmpfs needs CAP_SYS_ADMIN (run as root, or use target: /some/directory): ${stderr}`,
-        );
-      }
-    });
-  }
+  const dir = await makeRunDirectory(teardown, parent, 'inotify');
+  if (target === 'tmpfs') await mountPrivateTmpfs(teardown, dir, `size=${Math.max(16 * 1024 ** 2, sizeBytes)}`, 'target: /some/directory');
   return { dir, fsType: filesystemType(dir) };
 }

@@ -8,13 +8,13 @@
  * before it exists, and no window remains in which a loop device exists that the journal does not
  * know, or names a device another process may have taken.
  */
-import { randomUUID } from 'node:crypto';
 import { lstat, mkdir, open, realpath, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
 import { filesystemType, readMounts, type Mount } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
+import { makeRunDirectory } from '../../host/run-dir.js';
 import { resolveAllowedTarget } from '../../host/safe-dir.js';
 import { command } from './command.js';
 import { btrfsGeometry, ext4Geometry, NO_GEOMETRY, xfsGeometry, type Geometry } from './geometry.js';
@@ -39,22 +39,6 @@ export interface TestFilesystem {
  */
 async function realScratch(scratchDir: string): Promise<string> {
   return realpath(scratchDir);
-}
-
-/** A fresh run directory directly inside `parent`, journaled before it exists. */
-async function runDirectory(teardown: Teardown, parent: string): Promise<string> {
-  const dir = path.join(parent, `fsbench-metadata-${randomUUID().slice(0, 8)}`);
-  await teardown.add({ kind: 'path', path: dir }, async () => {
-    try {
-      await mkdir(dir, { mode: 0o700 });
-    } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${parent}: ${messageOf(err)}`);
-    }
-  });
-  // Whatever symlinks the parent holds, what the run writes and later deletes stays inside it.
-  const real = await realpath(dir);
-  if (path.dirname(real) !== parent) throw new FsbenchError('TARGET_UNUSABLE', `${dir} resolves to ${real}, outside ${parent}`);
-  return real;
 }
 
 /** Creates the sparse image: only what mkfs and the files write takes space. */
@@ -142,7 +126,7 @@ async function geometryOf(p: MetadataParams, image: string): Promise<Geometry> {
  */
 async function existingTarget(teardown: Teardown, p: MetadataParams, scratch: string): Promise<TestFilesystem> {
   const parent = p.target === 'scratch' ? scratch : await resolveAllowedTarget(p.target, teardown.journal.allowedRoots);
-  const root = await runDirectory(teardown, parent);
+  const root = await makeRunDirectory(teardown, parent, 'metadata');
   const fsType = filesystemType(root);
   const geometry = { ...NO_GEOMETRY, blockSize: (await statfs(root)).bsize };
   return { root, fsType, imageDir: null, geometry, info: { fs: 'none', targetFs: fsType ?? 'unknown' } };
@@ -160,7 +144,7 @@ export async function prepareFilesystem(
 ): Promise<TestFilesystem> {
   const scratch = await realScratch(scratchDir);
   if (p.fs === 'none') return existingTarget(teardown, p, scratch);
-  const runDir = await runDirectory(teardown, scratch);
+  const runDir = await makeRunDirectory(teardown, scratch, 'metadata');
   const image = path.join(runDir, 'image');
   await createImage(image, p.fsSize);
   checkAborted();
