@@ -3,17 +3,11 @@
  * directory's filesystem, made through the teardown (journaled before it exists) and filled by
  * the native builder.
  */
-import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdir, realpath } from 'node:fs/promises';
-import path from 'node:path';
-import { promisify } from 'node:util';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { realpath } from 'node:fs/promises';
 import { filesystemType } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
+import { makeRunDirectory, mountPrivateTmpfs } from '../../host/run-dir.js';
 import { runWatchesNative, BuildOutput } from './native.js';
-
-const exec = promisify(execFile);
 
 /**
  * What a tree costs in memory on tmpfs: inodes and dentries (about 1 KiB an entry on x86-64,
@@ -36,30 +30,9 @@ export async function prepareTree(
   scratchDir: string,
   signal: AbortSignal,
 ): Promise<Tree> {
-  const scratch = await realpath(scratchDir);
-  const dir = path.join(scratch, `fsbench-watches-${randomUUID().slice(0, 8)}`);
-  await teardown.add({ kind: 'path', path: dir }, async () => {
-    try {
-      await mkdir(dir, { mode: 0o700 });
-    } catch (err) {
-      throw new FsbenchError('TARGET_UNUSABLE', `cannot create a directory in ${scratch}: ${messageOf(err)}`);
-    }
-  });
-  if (p.target === 'tmpfs') {
-    // Inodes for every entry and the markers; the files are empty, so pages are few.
-    const inodes = p.dirs * (p.filesPerDir + 1) + 1024;
-    await teardown.add({ kind: 'mount', target: dir }, async () => {
-      try {
-        await exec('mount', ['-t', 'tmpfs', '-o', `size=64m,nr_inodes=${inodes},mode=0700`, 'fsbench', dir]);
-      } catch (err) {
-        const stderr = err instanceof Error && 'stderr' in err ? String(err.stderr).trim() : messageOf(err);
-        throw new FsbenchError(
-          /permission|not permitted|only root/i.test(stderr) ? 'PRIVILEGE_MISSING' : 'MOUNT_FAILED',
-          `mounting a private tmpfs needs CAP_SYS_ADMIN (run as root, or use target: scratch): ${stderr}`,
-        );
-      }
-    });
-  }
+  const dir = await makeRunDirectory(teardown, await realpath(scratchDir), 'watches');
+  // Inodes for every entry and the markers; the files are empty, so pages are few.
+  if (p.target === 'tmpfs') await mountPrivateTmpfs(teardown, dir, `size=64m,nr_inodes=${p.dirs * (p.filesPerDir + 1) + 1024}`, 'target: scratch');
   const argv = ['--root', dir, '--dirs', String(p.dirs), '--fanout', String(p.fanout), '--files', String(p.filesPerDir)];
   const build = BuildOutput.parse(await runWatchesNative('build', argv, signal));
   return { root: dir, fsType: filesystemType(dir), build };
