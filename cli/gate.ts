@@ -6,14 +6,9 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { FsbenchError } from '../contract/errors.js';
-import { gateActionBenchmark, gateBencher, gateJunit } from '../gate/export.js';
-import { gate, GATE_DEFAULTS, type GateReport } from '../gate/gate.js';
-import { exportableGate } from '../gate/view.js';
-import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
+import { GATE_FORMATS, renderGate, type GateFormat } from '../gate/export.js';
+import { gate, GATE_DEFAULTS, parseLimits, parseShare } from '../gate/gate.js';
 import { readComparison, withSideOptions, type CompareFlags, type Excluded } from './compare.js';
-
-const GATE_FORMATS = [...FORMAT_NAMES, 'junit', 'bencher', 'benchmark-action-bigger', 'benchmark-action-smaller'] as const;
-type GateFormat = (typeof GATE_FORMATS)[number];
 
 type GateFlags = CompareFlags & {
   format: GateFormat;
@@ -23,49 +18,16 @@ type GateFlags = CompareFlags & {
   out?: string;
 };
 
-/** `5%`, `0.05` or `5 %`: a fraction; CONFIG_INVALID names the flag otherwise. */
-function fraction(text: string, flag: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$/.exec(text);
-  const value = m ? Number(m[1]) / (m[2] === '%' ? 100 : 1) : Number.NaN;
-  if (!(value > 0 && value < 10)) throw new FsbenchError('CONFIG_INVALID', `${flag} ${text} is not a positive share such as 5% or 0.05`);
-  return value;
-}
-
-function perMetric(limits: readonly string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const l of limits.flatMap((x) => x.split(','))) {
-    const [metric, value] = l.split('=', 2);
-    if (metric === undefined || metric.trim() === '' || value === undefined) throw new FsbenchError('CONFIG_INVALID', `--limit ${l} is not METRIC=SHARE, such as eventsPerSec=10%`);
-    out[metric.trim()] = fraction(value, `--limit ${metric}=`);
-  }
-  return out;
-}
-
-function rendered(format: GateFormat, g: GateReport): string {
-  switch (format) {
-    case 'junit':
-      return gateJunit(g);
-    case 'bencher':
-      return `${JSON.stringify(gateBencher(g), null, 2)}\n`;
-    case 'benchmark-action-bigger':
-      return `${JSON.stringify(gateActionBenchmark(g, 'bigger'), null, 2)}\n`;
-    case 'benchmark-action-smaller':
-      return `${JSON.stringify(gateActionBenchmark(g, 'smaller'), null, 2)}\n`;
-    default:
-      return render(format satisfies FormatName, exportableGate(g));
-  }
-}
-
 async function gateCommand(baseline: string, candidate: string, flags: GateFlags): Promise<void> {
-  const maxRegression = fraction(flags.maxRegression, '--max-regression');
-  const limits = perMetric(flags.limit ?? []);
+  const maxRegression = parseShare(flags.maxRegression);
+  if (maxRegression === null) throw new FsbenchError('CONFIG_INVALID', `--max-regression ${flags.maxRegression} is not a positive share such as 5% or 0.05`);
+  const parsed = parseLimits(flags.limit ?? []);
+  if (!parsed.ok) throw new FsbenchError('CONFIG_INVALID', `--limit ${parsed.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
+  const limits = parsed.limits;
   const excluded: Excluded | undefined = flags.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
   const report = await readComparison(baseline, candidate, flags, excluded);
-  const g = gate(report, { maxRegression, perMetric: limits });
-  let text = rendered(flags.format, g);
-  if (excluded && (flags.format === 'table' || flags.format === 'md')) {
-    text += `\nruns flagged for interference left out: ${String(excluded.baseline)} of the baseline, ${String(excluded.candidate)} of the candidate (--exclude-flagged)\n`;
-  }
+  const g = gate(report, { maxRegression, perMetric: limits, ...(excluded ? { excluded } : {}) });
+  const text = renderGate(flags.format, g);
   if (flags.out === undefined) process.stdout.write(text);
   else await writeFile(flags.out, text);
   if (g.verdict === 'fail') {

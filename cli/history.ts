@@ -6,7 +6,7 @@
  */
 import { Command, Option } from 'commander';
 import { FsbenchError } from '../contract/errors.js';
-import { History, HISTORY_PAGE, type HistoryQuery } from '../coordinator/history.js';
+import { History, HISTORY_PAGE, paramValueOf, type HistoryQuery } from '../coordinator/history.js';
 import { exportableHistory } from '../coordinator/history-view.js';
 import { storeResultSink } from '../coordinator/store-adapter.js';
 import { Store } from '../coordinator/store.js';
@@ -23,18 +23,12 @@ interface HistoryFlags {
   format: FormatName;
 }
 
-/** A flag's value as a matrix file would give it: numbers and booleans as such, the rest as words (`64KiB`). */
-function scalar(text: string): string | number | boolean {
-  if (/^-?\d+(\.\d+)?$/.test(text)) return Number(text);
-  return text === 'true' ? true : text === 'false' ? false : text;
-}
-
 function paramsOf(pairs: readonly string[]): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const p of pairs) {
     const eq = p.indexOf('=');
     if (eq <= 0) throw new FsbenchError('CONFIG_INVALID', `--param ${p} is not NAME=VALUE, such as bufferBytes=64KiB`);
-    out[p.slice(0, eq)] = scalar(p.slice(eq + 1));
+    out[p.slice(0, eq)] = paramValueOf(p.slice(eq + 1));
   }
   return out;
 }

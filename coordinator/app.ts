@@ -11,6 +11,8 @@ import helmet from 'helmet';
 import type { Logger, SerializedRequest, SerializedResponse } from 'pino';
 import { pinoHttp } from 'pino-http';
 import { compareRouter, resultsUploadRouter } from './compare-routes.js';
+import { History } from './history.js';
+import { historyRouter } from './history-routes.js';
 import { storeResultSink, storeRunSource } from './store-adapter.js';
 import { dashboardRouter } from './dashboard.js';
 import type { CoordinatorMetrics } from './metrics-route.js';
@@ -161,6 +163,7 @@ export function buildApp(d: AppDeps): Express {
 
   const read = requireRead(d.auth);
   app.use(compareRouter({ source: storeRunSource(d.store), read }));
+  app.use(historyRouter({ history: new History(d.store), read }));
   app.use(resultsUploadRouter({ sink: storeResultSink(d.store), write: requireWrite(d.auth), maxBody: Math.max(d.limits.maxBody, MAX_UPLOAD_BYTES) }));
   app.use((d.metrics ?? coordinatorMetrics(d)).router);
   app.use(dashboardRouter({ read }));

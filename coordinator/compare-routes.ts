@@ -13,8 +13,11 @@ import { z } from 'zod';
 import type { RunResult } from '../contract/result.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
 import { FsbenchError } from '../contract/errors.js';
-import { compareRunSets } from '../compare/compare.js';
+import { compareRunSets, type CompareReport } from '../compare/compare.js';
 import { exportableCompare } from '../compare/view.js';
+import { GATE_CONTENT_TYPES, GATE_FORMATS, renderGate } from '../gate/export.js';
+import { gate, parseLimits, parseShare } from '../gate/gate.js';
+import { exportableGate } from '../gate/view.js';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
 import { parseRunLine, type LineProblem } from '../report/runs-file.js';
 import type { ResultSink, RunSource } from './store-adapter.js';
@@ -74,39 +77,95 @@ export interface CompareRouteDeps {
   readonly read?: RequestHandler;
 }
 
+/** Runs flagged for interference left out, counted per side. */
+interface Excluded {
+  baseline: number;
+  candidate: number;
+}
+
+function* unflagged(runs: Iterable<AggregatableRun>, excluded: Excluded, side: keyof Excluded): Generator<AggregatableRun> {
+  for (const r of runs) {
+    if ((r.interference?.flagged.length ?? 0) > 0) excluded[side]++;
+    else yield r;
+  }
+}
+
+/** The comparison a compare or gate query asks for, of stored matrices; with `excluded`, flagged runs left out and counted. */
+async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>, excluded?: Excluded): Promise<CompareReport> {
+  const load = (id: string) => {
+    const m = source(id, { histograms: false });
+    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${id}`);
+    return m;
+  };
+  const a = load(q.baseline);
+  const b = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
+  if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
+    throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
+  }
+  // One matrix against itself: the same rows, read twice, once per machine.
+  let baselineRuns: Iterable<AggregatableRun> = bounded(a.runs, a.id);
+  let candidateRuns: Iterable<AggregatableRun> = bounded(b ? b.runs : (source(q.baseline, { histograms: false })?.runs ?? []), b ? b.id : a.id);
+  if (excluded) {
+    baselineRuns = unflagged(baselineRuns, excluded, 'baseline');
+    candidateRuns = unflagged(candidateRuns, excluded, 'candidate');
+  }
+  return compareRunSets(baselineRuns, candidateRuns, {
+    ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
+    alpha: q.alpha,
+    grouped: true,
+    cellOrder: a.cellOrder,
+    ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
+    ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
+    baselineName: `${a.name} (${a.id})`,
+    candidateName: b ? `${b.name} (${b.id})` : `${a.name} (${a.id})`,
+    // Stored runs carry only the facts aggregation keeps: the facts that differ come from the whole fingerprints.
+    baselineFingerprintOf: a.fingerprintOf,
+    candidateFingerprintOf: (b ?? a).fingerprintOf,
+  });
+}
+
+const share = (what: string) =>
+  z
+    .string()
+    .max(20)
+    .transform((t, ctx) => {
+      const v = parseShare(t);
+      if (v === null) ctx.addIssue({ code: 'custom', message: `${what} must be a share such as 5% or 0.05` });
+      return v ?? 0;
+    });
+
+export const GateQuery = CompareQuery.extend({
+  /** Largest move in a metric's bad direction that passes (default 5%). */
+  maxRegression: share('maxRegression').optional(),
+  /** Comma-separated METRIC=SHARE limits overriding maxRegression for those metrics. */
+  limit: list.optional(),
+  /** Leave out runs flagged for interference on both sides (`true`), and say how many. */
+  excludeFlagged: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+  format: z.enum([...GATE_FORMATS, 'document']).default('json'),
+}).strict();
+
 /** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table|document]` */
 export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
   router.get('/v1/compare', deps.read ?? pass, async (req, res) => {
     const q = CompareQuery.parse(req.query);
-    const load = (id: string) => {
-      const m = deps.source(id);
-      if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${id}`);
-      return m;
-    };
-    const a = load(q.baseline);
-    const b = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
-    // One matrix against itself: the same rows, read twice, once per machine.
-    const candidateRuns = bounded(b ? b.runs : (deps.source(q.baseline)?.runs ?? []), b ? b.id : a.id);
-    if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
-      throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
-    }
-    const report = await compareRunSets(bounded(a.runs, a.id), candidateRuns, {
-      ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
-      alpha: q.alpha,
-      grouped: true,
-      cellOrder: a.cellOrder,
-      ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
-      ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
-      baselineName: `${a.name} (${a.id})`,
-      candidateName: b ? `${b.name} (${b.id})` : `${a.name} (${a.id})`,
-      // Stored runs carry only the facts aggregation keeps: the facts that differ come from the whole fingerprints.
-      baselineFingerprintOf: a.fingerprintOf,
-      candidateFingerprintOf: (b ?? a).fingerprintOf,
-    });
-    const out = exportableCompare(report);
+    const out = exportableCompare(await compareStored(deps.source, q));
     if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
     else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
+  });
+  /**
+   * `GET /v1/gate?baseline=ID[&candidate=ID]...[&maxRegression=5%][&limit=m=10%][&excludeFlagged=true][&format=...]`:
+   * the regression gate of `fsbench gate`; a regression is a 200 answer whose verdict is `fail`.
+   */
+  router.get('/v1/gate', deps.read ?? pass, async (req, res) => {
+    const q = GateQuery.parse(req.query);
+    const limits = parseLimits(q.limit ?? []);
+    if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
+    const excluded = q.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
+    const report = await compareStored(deps.source, { ...q, format: 'json' }, excluded);
+    const g = gate(report, { ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }), perMetric: limits.limits, ...(excluded ? { excluded } : {}) });
+    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: exportableGate(g).doc() }));
+    else res.type(GATE_CONTENT_TYPES[q.format]).send(renderGate(q.format, g));
   });
   return router;
 }

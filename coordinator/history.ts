@@ -54,6 +54,50 @@ export interface HistoryQuery {
   readonly changePoints?: ChangePointOptions;
 }
 
+const Nullable = z.number().nullable();
+/** A page of history as JSON (`GET /v1/history`), for the OpenAPI document; HistoryPage is its type. */
+export const HistoryPageSchema = z
+  .object({
+    series: z.array(
+      z
+        .object({
+          key: z.string(),
+          name: z.string(),
+          machine: z.string(),
+          workload: z.enum(WORKLOAD_NAMES),
+          metric: z.string(),
+          params: CellParams,
+          label: z.string(),
+          points: z.array(
+            z
+              .object({ matrixId: z.string(), at: z.string(), n: z.number().int(), median: z.number(), ciLow: Nullable, ciHigh: Nullable, flagged: z.number().int(), kernel: z.string().nullable(), factChanges: z.array(z.string()) })
+              .strict(),
+          ),
+          changes: z.array(
+            z
+              .object({
+                index: z.number().int(),
+                matrixId: z.string(),
+                at: z.string(),
+                before: z.number(),
+                after: z.number(),
+                ratio: Nullable.describe('after / before; null when before is 0'),
+                ratioLow: Nullable,
+                ratioHigh: Nullable,
+                magnitude: z.number(),
+                p: z.number(),
+                suspect: z.boolean(),
+                why: z.array(z.string()),
+              })
+              .strict(),
+          ),
+        })
+        .strict(),
+    ),
+    next: z.string().nullable(),
+  })
+  .strict();
+
 export interface HistoryPoint {
   readonly matrixId: string;
   /** When the matrix's first run started (ISO 8601). */
@@ -124,6 +168,13 @@ interface PointRow {
 
 const Workload = z.enum(WORKLOAD_NAMES);
 
+/** A parameter value from a flag or a query, as a matrix file would give it: numbers and booleans as such, the rest as words (`64KiB`). */
+export function paramValueOf(text: string): string | number | boolean {
+  const t = text.trim();
+  if (/^-?\d+(\.\d+)?$/.test(t)) return Number(t);
+  return t === 'true' ? true : t === 'false' ? false : t;
+}
+
 function seriesKey(machine: string, metric: string, cellKey: string): string {
   return JSON.stringify([machine, metric, cellKey]);
 }
@@ -174,13 +225,16 @@ export class History {
   series(q: HistoryQuery): HistoryPage {
     this.summarise(q.name);
     const limit = Math.min(Math.max(1, q.limit ?? HISTORY_PAGE.default), HISTORY_PAGE.max);
-    const keys = this.store.db
+    const all = this.store.db
       .prepare<[{ name: string; machine: string | null; metric: string | null }], { machine: string; metric: string; cell_key: string; params: string; workload: string }>(
         `SELECT machine, metric, cell_key, max(params) AS params, max(workload) AS workload FROM history_points
          WHERE name = @name AND (@machine IS NULL OR machine = @machine) AND (@metric IS NULL OR metric = @metric)
          GROUP BY machine, metric, cell_key ORDER BY machine, metric, cell_key`,
       )
-      .all({ name: q.name, machine: q.machine ?? null, metric: q.metric ?? null })
+      .all({ name: q.name, machine: q.machine ?? null, metric: q.metric ?? null });
+    // Labels name what varies among all the name's cells, so a filtered or paged series reads the same.
+    const labels = labelsOf(all.map((k) => ({ id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) })));
+    const keys = all
       .filter((k) => {
         const params = CellParams.parse(JSON.parse(k.params));
         const workload = Workload.parse(k.workload);
@@ -210,7 +264,6 @@ export class History {
       }
       return fingerprints.get(hash) ?? null;
     };
-    const labels = labelsOf(page.map((k) => ({ id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) })));
     const series = page.map((k): HistorySeries => {
       const rows = points.all(q.name, k.machine, k.metric, k.cell_key);
       let previous: MachineFingerprint | null = null;

@@ -17,6 +17,9 @@ import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
 import { MAX_TOKENS_PER_REQUEST } from './enrollment.js';
 import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
+import { GATE_FORMATS } from '../gate/export.js';
+import { GateReportSchema } from '../gate/schema.js';
+import { HISTORY_PAGE, HistoryPageSchema } from './history.js';
 import { Doc } from '../report/export/doc.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
@@ -116,6 +119,11 @@ const text = { schema: { type: 'string' } };
 /** A report's or a comparison's document (report/export/doc.ts), as the dashboard fetches it. */
 const Documented = z.object({ document: Doc }).strict();
 
+/** Bencher's metric format (https://bencher.dev/docs/reference/bencher-metric-format/), as the gate writes it. */
+const BencherMetrics = z.record(z.string(), z.record(z.string(), z.object({ value: z.number(), lower_value: z.number().optional(), upper_value: z.number().optional() }).strict()));
+/** github-action-benchmark's custom tools' input. */
+const ActionBenchmark = z.array(z.object({ name: z.string(), unit: z.string(), value: z.number(), range: z.string().optional(), extra: z.string().optional() }).strict());
+
 /** The text renderings of a report (format=table|md|csv), besides its JSON. */
 const renderings = { 'text/plain': text, 'text/markdown': text, 'text/csv': text };
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
@@ -197,6 +205,10 @@ export function openApiDocument(version: string): JsonSchema {
         Report: schema(ReportSchema, 'output'),
         CompareReport: schema(CompareReportSchema, 'output'),
         Document: schema(Documented, 'output'),
+        GateReport: schema(GateReportSchema, 'output'),
+        BencherMetrics: schema(BencherMetrics, 'output'),
+        ActionBenchmark: schema(ActionBenchmark, 'output'),
+        HistoryPage: schema(HistoryPageSchema, 'output'),
         UploadAnswer: schema(UploadAnswerSchema, 'output'),
         MatrixSummary: schema(MatrixSummary, 'output'),
         MatrixDetail: schema(MatrixDetail, 'output'),
@@ -341,6 +353,53 @@ export function openApiDocument(version: string): JsonSchema {
               content: json({ type: 'object', required: ['tokens', 'expiresAt'], additionalProperties: false, properties: { tokens: { type: 'array', items: { type: 'string' } }, expiresAt: { type: 'string', format: 'date-time' } } }),
             },
             ...writeErrors(400, 413, 415),
+          },
+        },
+      },
+      '/v1/gate': {
+        get: {
+          summary: 'The regression gate: does the candidate regress against the baseline beyond a limit, significantly? (as `fsbench gate`)',
+          parameters: [
+            { name: 'baseline', in: 'query', required: true, schema: { type: 'string' }, description: 'matrix id' },
+            { name: 'candidate', in: 'query', schema: { type: 'string' }, description: "matrix id (the baseline's when omitted)" },
+            { name: 'baselineMachine', in: 'query', schema: { type: 'string' } },
+            { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
+            { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
+            { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
+            { name: 'maxRegression', in: 'query', schema: { type: 'string' }, description: "largest move in a metric's bad direction that passes: 5% (the default) or 0.05" },
+            { name: 'limit', in: 'query', schema: { type: 'string' }, description: 'comma-separated METRIC=SHARE limits for single metrics' },
+            { name: 'excludeFlagged', in: 'query', schema: { enum: ['true', 'false'] }, description: 'leave out runs flagged for interference, and say how many' },
+            { name: 'format', in: 'query', schema: { enum: [...GATE_FORMATS, 'document'] } },
+          ],
+          responses: {
+            '200': {
+              description: 'the verdict (a regression is verdict `fail`, still 200), in the format asked',
+              content: {
+                ...json({ oneOf: [ref('GateReport'), ref('Document'), ref('BencherMetrics'), ref('ActionBenchmark')] }),
+                ...renderings,
+                'application/xml': text,
+              },
+            },
+            ...readErrors(400, 404),
+          },
+        },
+      },
+      '/v1/history': {
+        get: {
+          summary: 'The matrices of one name over time: series per machine, cell and metric, with their change points (as `fsbench history`)',
+          parameters: [
+            { name: 'name', in: 'query', required: true, schema: { type: 'string' }, description: 'matrix name' },
+            { name: 'machine', in: 'query', schema: { type: 'string' } },
+            { name: 'metric', in: 'query', schema: { type: 'string' } },
+            { name: 'param', in: 'query', schema: { type: 'string' }, description: 'comma-separated NAME=VALUE: only cells with these values' },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: HISTORY_PAGE.max }, description: `series per page (${String(HISTORY_PAGE.default)})` },
+            { name: 'after', in: 'query', schema: { type: 'string' }, description: 'the `next` of the previous page' },
+            { name: 'points', in: 'query', schema: { enum: ['true', 'false'] }, description: 'with table or md: every point of every series' },
+            { name: 'format', in: 'query', schema: { enum: [...FORMAT_NAMES, 'document'] } },
+          ],
+          responses: {
+            '200': { description: 'a page of series', content: { ...json({ oneOf: [ref('HistoryPage'), ref('Document')] }), ...renderings } },
+            ...readErrors(400),
           },
         },
       },

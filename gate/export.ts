@@ -8,7 +8,9 @@
  */
 import type { Direction } from '../contract/metrics.js';
 import { metricDoc } from '../contract/workloads/index.js';
+import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
 import type { GateReport, GateRow } from './gate.js';
+import { exportableGate } from './view.js';
 
 /** Text safe inside XML attributes and elements: escaped, and without the control characters XML 1.0 forbids. */
 function xml(text: string): string {
@@ -104,4 +106,32 @@ export function gateActionBenchmark(g: GateReport, direction: 'bigger' | 'smalle
     const range = v.lower === undefined || v.upper === undefined ? undefined : `${v.lower.toPrecision(4)}-${v.upper.toPrecision(4)}`;
     return [{ name: `${benchmarkName(r)} ${r.row.metric}`, unit: metricDoc(r.row.workload, r.row.metric)?.unit ?? '', value: v.value, ...(range === undefined ? {} : { range }), extra: `${r.status}: ${r.reason}` }];
   });
+}
+
+/** Every format the gate writes: the exporters' four and the CI tools' own. */
+export const GATE_FORMATS = [...FORMAT_NAMES, 'junit', 'bencher', 'benchmark-action-bigger', 'benchmark-action-smaller'] as const;
+export type GateFormat = (typeof GATE_FORMATS)[number];
+
+export const GATE_CONTENT_TYPES: Readonly<Record<GateFormat, string>> = {
+  ...CONTENT_TYPES,
+  junit: 'application/xml; charset=utf-8',
+  bencher: 'application/json; charset=utf-8',
+  'benchmark-action-bigger': 'application/json; charset=utf-8',
+  'benchmark-action-smaller': 'application/json; charset=utf-8',
+};
+
+/** The gate's answer in `format`, for `fsbench gate` and `GET /v1/gate` alike. */
+export function renderGate(format: GateFormat, g: GateReport): string {
+  switch (format) {
+    case 'junit':
+      return gateJunit(g);
+    case 'bencher':
+      return `${JSON.stringify(gateBencher(g), null, 2)}\n`;
+    case 'benchmark-action-bigger':
+      return `${JSON.stringify(gateActionBenchmark(g, 'bigger'), null, 2)}\n`;
+    case 'benchmark-action-smaller':
+      return `${JSON.stringify(gateActionBenchmark(g, 'smaller'), null, 2)}\n`;
+    default:
+      return render(format, exportableGate(g));
+  }
 }

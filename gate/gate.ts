@@ -22,9 +22,30 @@ export interface GateOptions {
   readonly perMetric?: Readonly<Record<string, number>>;
   /** Power the minimum detectable effect is stated at; default 0.8. */
   readonly power?: number;
+  /** Runs flagged for interference that were left out of each side (--exclude-flagged), to be said. */
+  readonly excluded?: { readonly baseline: number; readonly candidate: number };
 }
 
 export const GATE_DEFAULTS = { maxRegression: 0.05, power: 0.8 } as const;
+
+/** `5%`, `0.05` or `5 %` as a share (0.05); null for anything else, or a share not above 0 and below 10. */
+export function parseShare(text: string): number | null {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$/.exec(text);
+  const value = m ? Number(m[1]) / (m[2] === '%' ? 100 : 1) : Number.NaN;
+  return value > 0 && value < 10 ? value : null;
+}
+
+/** `eventsPerSec=10%,latencyP99Us=20%` as per-metric limits; the first bad pair's text when one is wrong. */
+export function parseLimits(pairs: readonly string[]): { ok: true; limits: Record<string, number> } | { ok: false; bad: string } {
+  const limits: Record<string, number> = {};
+  for (const pair of pairs.flatMap((x) => x.split(','))) {
+    const [metric, value] = pair.split('=', 2);
+    const share = value === undefined ? null : parseShare(value);
+    if (metric === undefined || metric.trim() === '' || share === null) return { ok: false, bad: pair };
+    limits[metric.trim()] = share;
+  }
+  return { ok: true, limits };
+}
 
 /**
  * regression: fails the gate; improvement: significant, beyond the threshold, the good way;
@@ -53,6 +74,7 @@ export interface GateReport {
   readonly counts: Readonly<Record<GateStatus, number>>;
   readonly maxRegression: number;
   readonly power: number;
+  readonly excluded: { readonly baseline: number; readonly candidate: number } | null;
 }
 
 /** Whether a ratio (candidate / baseline) is a move in the metric's bad direction. */
@@ -107,5 +129,5 @@ export function gate(compare: CompareReport, options: GateOptions = {}): GateRep
   const rows = compare.rows.map((r) => judge(r, options.perMetric?.[r.metric] ?? maxRegression, power, compare.alpha));
   const counts: Record<GateStatus, number> = { regression: 0, improvement: 0, pass: 0, inconclusive: 0 };
   for (const r of rows) counts[r.status]++;
-  return { verdict: counts.regression > 0 ? 'fail' : 'pass', compare, rows, counts, maxRegression, power };
+  return { verdict: counts.regression > 0 ? 'fail' : 'pass', compare, rows, counts, maxRegression, power, excluded: options.excluded ?? null };
 }

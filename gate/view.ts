@@ -30,6 +30,7 @@ export function gateDoc(g: GateReport): Doc {
       `${String(g.counts.regression)} regressions, ${String(g.counts.improvement)} improvements, ${String(g.counts.pass)} within limits, ${String(g.counts.inconclusive)} inconclusive`,
       `a cell-metric fails when it moves the bad way by more than its limit (${limits.join(', ') || formatPercent(g.maxRegression)}) with p < ${String(c.alpha)} (Mann-Whitney U) and the ratio's ${String(c.level * 100)}% CI wholly on the bad side`,
       `detectable: the smallest change these runs would have caught with ${String(Math.round(g.power * 100))}% power; none: too few runs to reach p < ${String(c.alpha)}`,
+      ...(g.excluded ? [`runs flagged for interference left out: ${String(g.excluded.baseline)} of the baseline, ${String(g.excluded.candidate)} of the candidate`] : []),
     ],
     tables: [
       {
@@ -62,6 +63,7 @@ export function gateJson(g: GateReport): unknown {
     counts: g.counts,
     maxRegression: g.maxRegression,
     power: g.power,
+    excluded: g.excluded,
     alpha: g.compare.alpha,
     baseline: g.compare.baseline,
     candidate: g.compare.candidate,

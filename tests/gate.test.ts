@@ -11,11 +11,19 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { compareRunSets } from '../compare/compare.js';
 import type { Cell } from '../contract/matrix.js';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { compareRouter } from '../coordinator/compare-routes.js';
+import { errorHandler } from '../coordinator/errors.js';
+import { storeResultSink, storeRunSource } from '../coordinator/store-adapter.js';
+import { Store } from '../coordinator/store.js';
 import { gate } from '../gate/gate.js';
+import { GateReportSchema } from '../gate/schema.js';
 import { gateActionBenchmark, gateBencher, gateJunit } from '../gate/export.js';
 import type { RunResult } from '../contract/result.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
-import { freshCli, runCli, tempDir } from './helpers/local.js';
+import { cellOf, freshCli, runCli, runOnce, tempDir } from './helpers/local.js';
 
 const MATRIX = { name: 'gate', workload: 'inotify' as const, repetitions: 10, warmup: 0, params: { files: [64, 128, 256] } };
 
@@ -107,6 +115,37 @@ describe('gate', () => {
   });
 });
 
+describe('GET /v1/gate', () => {
+  it('judges two stored matrices as fsbench gate does: a 200 whose verdict is fail, naming the cell, in JSON and JUnit', async () => {
+    const store = Store.open(':memory:');
+    const sink = storeResultSink(store);
+    const named = (name: string, rs: RunResult[]) => rs.map((r) => ({ ...r, matrix: name }));
+    const [main] = sink.importRuns(named('gate-main', runs(1))).matrices;
+    const [branch] = sink.importRuns(named('gate-branch', runs(3, { effect: (c) => (c.params['files'] === 256 ? 0.75 : 1) }))).matrices;
+    const app = express();
+    app.use(compareRouter({ source: storeRunSource(store) }));
+    app.use(errorHandler(() => undefined));
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const { port } = server.address() as AddressInfo;
+      const url = `http://127.0.0.1:${String(port)}/v1/gate?baseline=${main?.id ?? ''}&candidate=${branch?.id ?? ''}&metric=eventsPerSec`;
+      const res = await fetch(url);
+      expect(res.status).toBe(200);
+      const g = GateReportSchema.parse(await res.json());
+      expect(g.verdict).toBe('fail');
+      expect(g.rows.filter((r) => r.status === 'regression').map((r) => r.label)).toEqual(['files=256']);
+      const junit = await (await fetch(`${url}&format=junit`)).text();
+      expect(junit).toContain('failures="1"');
+      const loose = GateReportSchema.parse(await (await fetch(`${url}&maxRegression=30%25`)).json());
+      expect(loose.verdict).toBe('pass');
+    } finally {
+      server.close();
+      store.close();
+    }
+  });
+});
+
 describe('fsbench gate', () => {
   const dir = tempDir('fsbench-gate-');
   afterAll(() => {
@@ -157,7 +196,7 @@ describe('fsbench gate', () => {
     expect(kept.code).toBe(6);
     const out = await runCli(['gate', base, cand, '--metric', 'eventsPerSec', '--exclude-flagged']);
     expect(out.code).toBe(0);
-    expect(out.stdout).toContain('runs flagged for interference left out: 0 of the baseline, 15 of the candidate (--exclude-flagged)');
+    expect(out.stdout).toContain('runs flagged for interference left out: 0 of the baseline, 15 of the candidate');
   }, 120_000);
 });
 
@@ -179,4 +218,26 @@ describe('the example CI workflow', () => {
       for (const flag of (rest ?? '').match(/--[a-z-]+/g) ?? []) expect(help.stdout, `fsbench ${command ?? ''} ${flag}`).toContain(flag);
     }
   }, 60_000);
+});
+
+describe('the noop workload\'s spin, which calibrates the gate', () => {
+  const scratch = tempDir('fsbench-spin-');
+  afterAll(() => {
+    scratch.remove();
+  });
+
+  it('reports a real rate, and slowdown lowers it by about the share asked, measured side by side', async () => {
+    const rate = async (slowdown: number) => {
+      const r = await runOnce(cellOf('noop', { spin: '40ms', slowdown }), scratch.dir);
+      return r.state === 'ok' ? (r.metrics['opsPerSec'] ?? Number.NaN) : Number.NaN;
+    };
+    await rate(0); // the first run compiles the loop
+    const ratios: number[] = [];
+    for (let i = 0; i < 7; i++) ratios.push((await rate(20)) / (await rate(0)));
+    const middle = ratios.sort((a, b) => a - b)[3] ?? Number.NaN;
+    expect(middle).toBeGreaterThan(0.7);
+    expect(middle).toBeLessThan(0.9);
+    const plain = await runOnce(cellOf('noop', { value: 3 }), scratch.dir);
+    expect(plain.state === 'ok' ? plain.metrics : null).toEqual({ value: 3, elapsedMs: expect.any(Number) as number, opsPerSec: null });
+  });
 });

@@ -9,7 +9,12 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
-import { History } from '../coordinator/history.js';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { errorHandler } from '../coordinator/errors.js';
+import { History, HistoryPageSchema } from '../coordinator/history.js';
+import { historyRouter } from '../coordinator/history-routes.js';
 import { storeResultSink } from '../coordinator/store-adapter.js';
 import { Store } from '../coordinator/store.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
@@ -81,6 +86,28 @@ describe('history', () => {
     const marked = stepped?.points.flatMap((p, i) => (p.factChanges.length > 0 ? [[i, p.factChanges]] : [])) ?? [];
     expect(marked).toEqual([[15, ['kernel: 6.1.0-synthetic -> 6.12.9']]]);
     expect(stepped?.points[15]?.kernel).toBe('6.12.9');
+  });
+
+  it('answers GET /v1/history with the same step, as JSON that follows its schema', async () => {
+    const sink = storeResultSink(store);
+    for (let k = 0; k < NIGHTS; k++) sink.importRuns(night(k, { effect: (c) => (c.params['files'] === 128 && k >= 12 ? 1.25 : 1) }));
+    const app = express();
+    app.use(historyRouter({ history: new History(store) }));
+    app.use(errorHandler(() => undefined));
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const { port } = server.address() as AddressInfo;
+      const res = await fetch(`http://127.0.0.1:${String(port)}/v1/history?name=nightly&metric=eventsPerSec&param=files%3D128`);
+      expect(res.status).toBe(200);
+      const page = HistoryPageSchema.parse(await res.json());
+      expect(page.series.map((x) => x.label)).toEqual(['files=128']);
+      expect(page.series[0]?.changes.map((c) => c.index)).toEqual([12]);
+      const bad = await fetch(`http://127.0.0.1:${String(port)}/v1/history?name=nightly&limit=100000`);
+      expect(bad.status).toBe(400);
+    } finally {
+      server.close();
+    }
   });
 
   it('calls a step made of disturbed runs suspect, and says why', () => {

@@ -350,6 +350,17 @@ describe('the OpenAPI document', () => {
     await exchange(conf, base, '/v1/compare', 400);
     await exchange(conf, base, `/v1/compare?baseline=${laptop}&candidate=no-such-matrix`, 404);
     await exchange(conf, base, `/v1/compare?baseline=${laptop}&candidate=${server}`, 403, { headers: rebound });
+    for (const format of ['json', 'csv', 'md', 'table', 'document', 'junit', 'bencher', 'benchmark-action-bigger', 'benchmark-action-smaller']) {
+      await exchange(conf, base, `/v1/gate?baseline=${laptop}&candidate=${server}&maxRegression=5%25&limit=eventsPerSec%3D10%25&excludeFlagged=true&format=${format}`, 200);
+    }
+    await exchange(conf, base, `/v1/gate?baseline=${laptop}&candidate=${server}&maxRegression=lots`, 400);
+    await exchange(conf, base, `/v1/gate?baseline=${laptop}&candidate=no-such-matrix`, 404);
+    await exchange(conf, base, `/v1/gate?baseline=${laptop}&candidate=${server}`, 403, { headers: rebound });
+    for (const q of ['', '&metric=eventsPerSec&param=files%3D64&points=true&format=md', '&format=table', '&format=csv', '&format=document', '&limit=1']) {
+      await exchange(conf, base, `/v1/history?name=uploaded${q}`, 200);
+    }
+    await exchange(conf, base, '/v1/history', 400);
+    await exchange(conf, base, '/v1/history?name=uploaded', 403, { headers: rebound });
 
     // Downloads beyond FSBENCH_MAX_DOWNLOADS, while a client that stopped reading holds the only slot.
     storeHeavyMatrix(open.dataDir, 'heavy');
@@ -436,7 +447,7 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
   const { id } = Id.parse(JSON.parse((await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson() })).body));
   // No agent on this coordinator's queues: nothing can take a run placed on every host.
   await exchange(conf, base, '/v1/matrices', 409, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson({ placement: 'all' }) });
-  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/document`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`];
+  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/document`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`, `/v1/gate?baseline=${id}`, '/v1/history?name=x'];
   for (const target of reads) {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });

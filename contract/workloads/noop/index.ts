@@ -1,6 +1,8 @@
 /**
- * A workload that measures nothing: it exists to exercise dispatch, storage and aggregation
- * (tests, `npm run bench:dispatch`) without touching the kernel.
+ * A workload that measures nothing of the kernel: it exists to exercise dispatch, storage and
+ * aggregation (tests, `npm run bench:dispatch`) without touching it, and, with `spin`, to measure
+ * something real with a change of known size (`slowdown`), which is how the regression gate is
+ * calibrated (`npm run bench:calibration`).
  */
 import { z } from 'zod';
 import type { MetricDocs } from '../../metrics.js';
@@ -15,16 +17,31 @@ export const noopParams = {
     min: 0,
     max: 100,
     default: 0,
-    doc: 'Moves each run\'s `value` up or down by up to this percent of it, at random: a noisy cell with a known spread (tests of `repetitions: auto`).',
+    doc: 'Moves each run\'s `value` (and `opsPerSec`) up or down by up to this percent of it, at random: a noisy cell with a known spread (tests of `repetitions: auto`, the gate\'s calibration).',
+  },
+  spin: {
+    kind: 'duration',
+    min: 0,
+    max: 10_000,
+    default: 0,
+    doc: 'How long each run repeats a fixed unit of CPU work, reporting the rate as `opsPerSec`: a real measurement, with this machine\'s own noise.',
+  },
+  slowdown: {
+    kind: 'integer',
+    min: 0,
+    max: 90,
+    default: 0,
+    doc: 'Makes each unit of `spin` work cost more, so that `opsPerSec` drops by this percent: a regression of known size.',
   },
 } as const satisfies ParamSpecs;
 
-export const NoopMetrics = z.object({ value: z.number(), elapsedMs: z.number().nonnegative() }).strict();
+export const NoopMetrics = z.object({ value: z.number(), elapsedMs: z.number().nonnegative(), opsPerSec: z.number().nonnegative().nullable().optional() }).strict();
 export type NoopMetrics = z.infer<typeof NoopMetrics>;
 
 export const NOOP_METRIC_DOCS = {
   value: { unit: '1', direction: 'neither', doc: 'The `value` parameter, reported back: a number tests can control.' },
-  elapsedMs: { unit: 'ms', direction: 'neither', doc: 'How long the run took (about `sleep`).' },
+  elapsedMs: { unit: 'ms', direction: 'neither', doc: 'How long the run took (about `sleep` plus `spin`).' },
+  opsPerSec: { unit: 'ops/s', direction: 'higher', doc: 'Units of CPU work done per second during `spin`; null without `spin`.' },
 } as const satisfies MetricDocs<NoopMetrics>;
 
 export const noopContract: WorkloadContract = {
@@ -35,8 +52,8 @@ export const noopContract: WorkloadContract = {
   sweeps: [],
   skipReason: () => undefined,
   exclusive: false,
-  // Nothing to set up: a run is its sleep.
-  estimateRunMs: (p) => numberParam(p, 'sleep'),
+  // Nothing to set up: a run is its sleep and its spin.
+  estimateRunMs: (p) => numberParam(p, 'sleep') + numberParam(p, 'spin'),
   native: [],
   sandbox: null,
 };

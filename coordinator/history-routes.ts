@@ -1,0 +1,65 @@
+/**
+ * `GET /v1/history`: the series of the matrices of one name over time, with their change points
+ * (history.ts), paged by series; the same answer `fsbench history` prints from files.
+ */
+import { Router, type RequestHandler } from 'express';
+import { z } from 'zod';
+import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
+import { History, HISTORY_PAGE, paramValueOf } from './history.js';
+import { exportableHistory } from './history-view.js';
+
+/** `files=128,bufferBytes=64KiB` as parameter values, each as a matrix would spell it. */
+const params = z
+  .string()
+  .max(2000)
+  .transform((s, ctx) => {
+    const out: Record<string, string | number | boolean> = {};
+    for (const pair of s.split(',').filter((p) => p.trim() !== '')) {
+      const eq = pair.indexOf('=');
+      if (eq <= 0) {
+        ctx.addIssue({ code: 'custom', message: `${pair} is not NAME=VALUE, such as files=128` });
+        continue;
+      }
+      out[pair.slice(0, eq).trim()] = paramValueOf(pair.slice(eq + 1));
+    }
+    return out;
+  });
+
+export const HistoryQuery = z
+  .object({
+    /** The matrix name. */
+    name: z.string().min(1).max(100),
+    machine: z.string().min(1).max(200).optional(),
+    metric: z.string().min(1).max(64).optional(),
+    /** Comma-separated NAME=VALUE: only cells with these parameter values. */
+    param: params.optional(),
+    limit: z.coerce.number().int().min(1).max(HISTORY_PAGE.max).default(HISTORY_PAGE.default),
+    /** The `next` of the previous page. */
+    after: z.string().max(1000).optional(),
+    /** With `table` or `md`: every point of every series, not only the series. */
+    points: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+    format: z.enum([...FORMAT_NAMES, 'document']).default('json'),
+  })
+  .strict();
+
+export function historyRouter(deps: { readonly history: History; readonly read?: RequestHandler }): Router {
+  const router = Router();
+  const pass: RequestHandler = (_req, _res, next) => {
+    next();
+  };
+  router.get('/v1/history', deps.read ?? pass, (req, res) => {
+    const q = HistoryQuery.parse(req.query);
+    const page = deps.history.series({
+      name: q.name,
+      limit: q.limit,
+      ...(q.machine === undefined ? {} : { machine: q.machine }),
+      ...(q.metric === undefined ? {} : { metric: q.metric }),
+      ...(q.param === undefined ? {} : { params: q.param }),
+      ...(q.after === undefined ? {} : { after: q.after }),
+    });
+    const out = exportableHistory(q.name, page, q.points === true);
+    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
+    else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
+  });
+  return router;
+}

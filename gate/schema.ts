@@ -1,0 +1,28 @@
+/** The gate's JSON answer (`--format json`, `GET /v1/gate`), for the OpenAPI document and its readers. */
+import { z } from 'zod';
+import { CompareReportSchema } from '../compare/schema.js';
+
+const Count = z.number().int().nonnegative();
+
+export const GateReportSchema = z
+  .object({
+    verdict: z.enum(['pass', 'fail']),
+    counts: z.object({ regression: Count, improvement: Count, pass: Count, inconclusive: Count }).strict(),
+    maxRegression: z.number().describe('the default limit, a share (0.05 = 5%)'),
+    power: z.number(),
+    alpha: z.number(),
+    excluded: z.object({ baseline: Count, candidate: Count }).strict().nullable().describe('runs flagged for interference left out of each side (excludeFlagged)'),
+    baseline: CompareReportSchema.shape.baseline,
+    candidate: CompareReportSchema.shape.candidate,
+    rows: z.array(
+      CompareReportSchema.shape.rows.element.extend({
+        status: z.enum(['regression', 'improvement', 'pass', 'inconclusive']),
+        reason: z.string(),
+        threshold: z.number(),
+        detectable: z.number().nullable().describe('the smallest relative change these runs would have detected with `power`; null when unknown or none (untestable)'),
+        untestable: z.boolean().describe('too few runs for the test to reach alpha at all'),
+      }),
+    ),
+    notes: CompareReportSchema.shape.notes,
+  })
+  .strict();
