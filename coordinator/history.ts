@@ -5,16 +5,18 @@
  * another machine fact changed and where its level changed (stats/change-point.ts), and whether
  * the runs around a change were disturbed.
  *
- * A finished matrix never changes, so each is summarised once, when history first asks for it,
- * into `history_points` (this module owns that table); queries then read points by an index on
- * (name, machine, metric, cell) and never aggregate runs again.
+ * A finished matrix never changes, so each is summarised once, when history first asks for it:
+ * its workload's headline metrics, one point per series, in `history_series_points` (this module
+ * owns the history tables). Queries list a name's series from `history_series` and read the
+ * page's points by series, so their cost follows the page, not the history; runs are never
+ * aggregated again.
  */
 import { differingFacts } from '../compare/machine-facts.js';
 import { canonical } from '../compare/sides.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
 import { parseParam } from '../contract/params.js';
-import { paramSpec, WORKLOAD_NAMES, type WorkloadName } from '../contract/workloads/index.js';
+import { paramSpec, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
 import { z } from 'zod';
 import { aggregateRuns } from '../stats/aggregate.js';
 import { changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
@@ -24,15 +26,19 @@ import { storeRunSource } from './store-adapter.js';
 import type { Store } from './store.js';
 
 const SCHEMA = `
-CREATE TABLE IF NOT EXISTS history_points (
+CREATE TABLE IF NOT EXISTS history_series (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, machine TEXT NOT NULL, metric TEXT NOT NULL, cell_key TEXT NOT NULL,
+  workload TEXT NOT NULL, params TEXT NOT NULL,
+  UNIQUE (name, machine, metric, cell_key)
+);
+CREATE TABLE IF NOT EXISTS history_series_points (
+  series_id INTEGER NOT NULL REFERENCES history_series (id) ON DELETE CASCADE,
   matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE,
-  name TEXT NOT NULL, machine TEXT NOT NULL, cell_key TEXT NOT NULL, metric TEXT NOT NULL,
-  workload TEXT NOT NULL, params TEXT NOT NULL, at TEXT NOT NULL,
-  n INTEGER NOT NULL, median REAL NOT NULL, ci_low REAL, ci_high REAL,
+  at TEXT NOT NULL, n INTEGER NOT NULL, median REAL NOT NULL, ci_low REAL, ci_high REAL,
   flagged INTEGER NOT NULL, fingerprint_hash TEXT,
-  PRIMARY KEY (matrix_id, machine, cell_key, metric)
+  PRIMARY KEY (series_id, at, matrix_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS history_by_series ON history_points (name, machine, metric, cell_key, at);
+CREATE INDEX IF NOT EXISTS history_series_points_by_matrix ON history_series_points (matrix_id);
 CREATE TABLE IF NOT EXISTS history_summarised (
   matrix_id TEXT PRIMARY KEY REFERENCES matrices (id) ON DELETE CASCADE
 ) WITHOUT ROWID;
@@ -152,11 +158,6 @@ export interface HistoryPage {
 
 interface PointRow {
   matrix_id: string;
-  machine: string;
-  cell_key: string;
-  metric: string;
-  workload: string;
-  params: string;
   at: string;
   n: number;
   median: number;
@@ -164,6 +165,15 @@ interface PointRow {
   ci_high: number | null;
   flagged: number;
   fingerprint_hash: string | null;
+}
+
+interface SeriesRow {
+  id: number;
+  machine: string;
+  metric: string;
+  cell_key: string;
+  workload: string;
+  params: string;
 }
 
 const Workload = z.enum(WORKLOAD_NAMES);
@@ -186,34 +196,43 @@ export class History {
 
   /** Summarises the finished matrices of `name` that are not yet: each once, then never again. */
   private summarise(name: string): void {
-    const pending = this.store.db
-      .prepare<[string], { id: string; created_at: number }>(
-        `SELECT id, created_at FROM matrices m WHERE name = ? AND state = 'done'
+    const db = this.store.db;
+    const pending = db
+      .prepare<[string], { id: string; created_at: number; workload: string }>(
+        `SELECT id, created_at, workload FROM matrices m WHERE name = ? AND state = 'done'
            AND NOT EXISTS (SELECT 1 FROM history_summarised s WHERE s.matrix_id = m.id)`,
       )
       .all(name);
     if (pending.length === 0) return;
     const source = storeRunSource(this.store);
-    const insert = this.store.db.prepare(
-      `INSERT OR REPLACE INTO history_points (matrix_id, name, machine, cell_key, metric, workload, params, at, n, median, ci_low, ci_high, flagged, fingerprint_hash)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    const seriesId = db.prepare<[{ name: string; machine: string; metric: string; cell_key: string; workload: string; params: string }], { id: number }>(
+      `INSERT INTO history_series (name, machine, metric, cell_key, workload, params) VALUES (@name, @machine, @metric, @cell_key, @workload, @params)
+       ON CONFLICT (name, machine, metric, cell_key) DO UPDATE SET params = excluded.params RETURNING id`,
     );
-    const done = this.store.db.prepare('INSERT OR IGNORE INTO history_summarised (matrix_id) VALUES (?)');
-    const firstStart = this.store.db.prepare<[string], { at: string | null; hash: string | null; machine: string }>(
+    const insert = db.prepare(
+      `INSERT OR REPLACE INTO history_series_points (series_id, matrix_id, at, n, median, ci_low, ci_high, flagged, fingerprint_hash)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    const done = db.prepare('INSERT OR IGNORE INTO history_summarised (matrix_id) VALUES (?)');
+    const firstStart = db.prepare<[string], { at: string | null; hash: string | null; machine: string }>(
       'SELECT min(started_at) AS at, max(fingerprint_hash) AS hash, machine FROM runs WHERE matrix_id = ? GROUP BY machine',
     );
     for (const m of pending) {
       const matrix = source(m.id, { histograms: false });
       if (!matrix) continue;
       const byMachine = new Map(firstStart.all(m.id).map((r) => [r.machine, r]));
-      const cells = aggregateRuns(matrix.runs, { grouped: true, histograms: false });
-      this.store.db.transaction(() => {
+      // The headline metrics: what people track over time, at a quarter of the rows of every metric.
+      const cells = aggregateRuns(matrix.runs, { grouped: true, histograms: false, metrics: WORKLOADS[matrix.workload].headline });
+      db.transaction(() => {
         for (const c of cells) {
           const started = byMachine.get(c.machine);
           const at = started?.at ?? new Date(m.created_at).toISOString();
           const flagged = c.interference?.flagged ?? 0;
-          for (const [metric, s] of Object.entries(c.metrics)) {
-            insert.run(m.id, name, c.machine, canonical(c.params), metric, c.workload, JSON.stringify(c.params), at, s.n, s.median, s.ciLow, s.ciHigh, flagged, started?.hash ?? null);
+          const key = canonical(c.params);
+          const params = JSON.stringify(c.params);
+          for (const [metric, st] of Object.entries(c.metrics)) {
+            const row = seriesId.get({ name, machine: c.machine, metric, cell_key: key, workload: c.workload, params });
+            if (row) insert.run(row.id, m.id, at, st.n, st.median, st.ciLow, st.ciHigh, flagged, started?.hash ?? null);
           }
         }
         done.run(m.id);
@@ -226,29 +245,30 @@ export class History {
     this.summarise(q.name);
     const limit = Math.min(Math.max(1, q.limit ?? HISTORY_PAGE.default), HISTORY_PAGE.max);
     const all = this.store.db
-      .prepare<[{ name: string; machine: string | null; metric: string | null }], { machine: string; metric: string; cell_key: string; params: string; workload: string }>(
-        `SELECT machine, metric, cell_key, max(params) AS params, max(workload) AS workload FROM history_points
+      .prepare<[{ name: string; machine: string | null; metric: string | null }], SeriesRow>(
+        `SELECT id, machine, metric, cell_key, workload, params FROM history_series
          WHERE name = @name AND (@machine IS NULL OR machine = @machine) AND (@metric IS NULL OR metric = @metric)
-         GROUP BY machine, metric, cell_key ORDER BY machine, metric, cell_key`,
+         ORDER BY machine, metric, cell_key`,
       )
       .all({ name: q.name, machine: q.machine ?? null, metric: q.metric ?? null });
+    // Each cell once, its parameters read once: series repeat cells per machine and metric.
+    const cells = new Map<string, Cell>();
+    for (const k of all) if (!cells.has(k.cell_key)) cells.set(k.cell_key, { id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) });
     // Labels name what varies among all the name's cells, so a filtered or paged series reads the same.
-    const labels = labelsOf(all.map((k) => ({ id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) })));
-    const keys = all
-      .filter((k) => {
-        const params = CellParams.parse(JSON.parse(k.params));
-        const workload = Workload.parse(k.workload);
-        return Object.entries(q.params ?? {}).every(([name, raw]) => {
-          const spec = paramSpec(workload, name);
-          const parsed = spec ? parseParam(spec, raw) : null;
-          return parsed?.ok === true ? params[name] === parsed.value : params[name] === raw;
-        });
-      })
-      .filter((k) => q.after === undefined || seriesKey(k.machine, k.metric, k.cell_key) > q.after);
+    const labels = labelsOf([...cells.values()]);
+    const wanted = (k: SeriesRow): boolean => {
+      const cell = cells.get(k.cell_key);
+      if (!cell) return false;
+      return Object.entries(q.params ?? {}).every(([param, raw]) => {
+        const spec = paramSpec(cell.workload, param);
+        const parsed = spec ? parseParam(spec, raw) : null;
+        return parsed?.ok === true ? cell.params[param] === parsed.value : cell.params[param] === raw;
+      });
+    };
+    const keys = all.filter((k) => wanted(k) && (q.after === undefined || seriesKey(k.machine, k.metric, k.cell_key) > q.after));
     const page = keys.slice(0, limit);
-    const points = this.store.db.prepare<[string, string, string, string], PointRow>(
-      `SELECT matrix_id, machine, cell_key, metric, workload, params, at, n, median, ci_low, ci_high, flagged, fingerprint_hash
-       FROM history_points WHERE name = ? AND machine = ? AND metric = ? AND cell_key = ? ORDER BY at, matrix_id`,
+    const points = this.store.db.prepare<[number], PointRow>(
+      'SELECT matrix_id, at, n, median, ci_low, ci_high, flagged, fingerprint_hash FROM history_series_points WHERE series_id = ? ORDER BY at, matrix_id',
     );
     const fingerprints = new Map<string, MachineFingerprint | null>();
     const fingerprint = (hash: string | null): MachineFingerprint | null => {
@@ -265,22 +285,23 @@ export class History {
       return fingerprints.get(hash) ?? null;
     };
     const series = page.map((k): HistorySeries => {
-      const rows = points.all(q.name, k.machine, k.metric, k.cell_key);
-      let previous: MachineFingerprint | null = null;
-      const pts = rows.map((r): HistoryPoint => {
+      let previous: { hash: string; fp: MachineFingerprint } | null = null;
+      const pts = points.all(k.id).map((r): HistoryPoint => {
         const fp = fingerprint(r.fingerprint_hash);
-        const changes = previous && fp ? differingFacts(previous, fp).map((d) => `${d.fact}: ${d.a ?? '?'} -> ${d.b ?? '?'}`) : [];
-        previous = fp ?? previous;
+        // Most points share their machine's fingerprint with the one before: nothing to compare.
+        const changes =
+          previous && fp && r.fingerprint_hash !== previous.hash ? differingFacts(previous.fp, fp).map((d) => `${d.fact}: ${d.a ?? '?'} -> ${d.b ?? '?'}`) : [];
+        if (fp && r.fingerprint_hash !== null) previous = { hash: r.fingerprint_hash, fp };
         return { matrixId: r.matrix_id, at: r.at, n: r.n, median: r.median, ciLow: r.ci_low, ciHigh: r.ci_high, flagged: r.flagged, kernel: fp?.kernel.release ?? null, factChanges: changes };
       });
-      const workload = Workload.parse(k.workload);
+      const cell = cells.get(k.cell_key);
       return {
         key: seriesKey(k.machine, k.metric, k.cell_key),
         name: q.name,
         machine: k.machine,
-        workload,
+        workload: Workload.parse(k.workload),
         metric: k.metric,
-        params: CellParams.parse(JSON.parse(k.params)),
+        params: cell?.params ?? {},
         label: labels.get(k.cell_key) ?? k.cell_key,
         points: pts,
         changes: changesOf(pts, q.changePoints),

@@ -135,7 +135,7 @@ describe('history', () => {
     const all = history.series({ name: 'nightly', limit: 1000 });
     expect([...first.series, ...rest.series].map((s) => s.key)).toEqual(all.series.map((s) => s.key));
     expect(rest.next).toBeNull();
-    const rows = () => store.db.prepare<[], { n: number }>('SELECT count(*) AS n FROM history_points').get()?.n;
+    const rows = () => store.db.prepare<[], { n: number }>('SELECT count(*) AS n FROM history_series_points').get()?.n;
     const before = rows();
     sink.importRuns(night(4));
     history.series({ name: 'nightly' });
