@@ -5,11 +5,11 @@
  * parameters and metrics are. docs/adding-a-workload.md walks through both.
  */
 import type { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
 import type { Histogram } from '../contract/result.js';
-import type { Journal } from '../host/journal.js';
+import { Teardown, type Journal } from '../host/journal.js';
 
 /**
  * A cell this host cannot measure at all, found only when the run tries (the kernel refuses a
@@ -102,4 +102,33 @@ export function cellParams<T>(schema: z.ZodType<T>, cell: Cell): T {
   const r = schema.safeParse(cell.params);
   if (!r.success) throw new FsbenchError('INTERNAL', `the cell's ${cell.workload} parameters do not match the contract: ${r.error.message}`);
   return r.data;
+}
+
+/**
+ * Runs one measurement with a fresh Teardown and undoes everything it made, whatever happened.
+ * A failure of the measurement is the run's error (CANCELLED once the run was cancelled, whatever
+ * a tool killed by the same Ctrl-C said; a WorkloadSkipped keeps its class); a failure of the
+ * undo is added to it, or after a success is the error itself.
+ */
+export async function withTeardown(ctx: RunContext, measure: (teardown: Teardown) => Promise<WorkloadOutcome>): Promise<WorkloadOutcome> {
+  const teardown = new Teardown(ctx.journal);
+  let outcome: WorkloadOutcome | undefined;
+  let failure: FsbenchError | undefined;
+  try {
+    outcome = await measure(teardown);
+  } catch (err) {
+    failure = toFsbenchError(err, 'WORKLOAD_FAILED');
+    if (ctx.signal.aborted && failure.code !== 'CANCELLED') {
+      failure = new FsbenchError('CANCELLED', `the run was cancelled (${failure.message})`);
+    }
+  }
+  try {
+    await teardown.dispose();
+  } catch (err) {
+    const undo = toFsbenchError(err);
+    failure = failure ? new FsbenchError(failure.code, `${failure.message}; and then: ${undo.message}`) : undo;
+  }
+  if (failure) throw failure;
+  if (!outcome) throw new FsbenchError('INTERNAL', 'the run ended without a result');
+  return outcome;
 }

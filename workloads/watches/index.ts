@@ -5,11 +5,11 @@
  * libraries) and turns the readings into the contract's metrics. Everything it made is undone
  * by the teardown, whatever happened.
  */
-import { FsbenchError, messageOf, toFsbenchError } from '../../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
 import type { WatchesMetrics } from '../../contract/workloads/watches/index.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
-import { Teardown } from '../../host/journal.js';
-import type { RunContext, WorkloadOutcome, WorkloadSlice } from '../workload.js';
+import type { Teardown } from '../../host/journal.js';
+import { withTeardown, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { watchesHostNeeds } from './budget.js';
 import { markCache, prepareAccounting, type Accounting } from './accounting.js';
 import { applyMaxUserWatches, watchesHeldByUser } from './limits.js';
@@ -153,28 +153,9 @@ async function measure(p: WatchesParams, ctx: RunContext, teardown: Teardown): P
 
 export const watchesWorkload: WorkloadSlice = {
   hostNeeds: watchesHostNeeds,
-  async run(cell, ctx) {
+  run(cell, ctx) {
     const p = parseWatchesParams(cell);
-    const teardown = new Teardown(ctx.journal);
-    let outcome: WorkloadOutcome | undefined;
-    let failure: Error | undefined;
-    try {
-      outcome = await measure(p, ctx, teardown);
-    } catch (err) {
-      failure = err instanceof Error ? err : toFsbenchError(err, 'WORKLOAD_FAILED');
-      if (ctx.signal.aborted && !(err instanceof FsbenchError && err.code === 'CANCELLED')) {
-        failure = new FsbenchError('CANCELLED', `the run was cancelled (${messageOf(err)})`);
-      }
-    }
-    try {
-      await teardown.dispose();
-    } catch (err) {
-      if (failure === undefined) throw toFsbenchError(err);
-      ctx.log(`cleanup after a failed run: ${messageOf(err)}`);
-    }
     // A WorkloadSkipped (fanotify refused) keeps its class: the runner makes the run `skipped`.
-    if (failure !== undefined) throw failure;
-    if (!outcome) throw new FsbenchError('INTERNAL', 'the watches run ended without a result');
-    return outcome;
+    return withTeardown(ctx, (teardown) => measure(p, ctx, teardown));
   },
 };
