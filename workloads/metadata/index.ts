@@ -3,12 +3,12 @@
  * phases in their fixed order with the native loop, dropping caches between them unless the cell
  * asks for warm ones, and tears everything down whatever happened.
  */
-import { FsbenchError, toFsbenchError } from '../../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
 import type { Cell } from '../../contract/matrix.js';
 import { formatSize } from '../../contract/units.js';
 import { METADATA_PHASES } from '../../contract/workloads/metadata/index.js';
 import { Teardown } from '../../host/journal.js';
-import { cellParams, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
+import { cellParams, withTeardown, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { dropCaches } from './caches.js';
 import { prepareFilesystem, type TestFilesystem } from './filesystem.js';
 import { toMetrics } from './metrics.js';
@@ -93,28 +93,8 @@ async function measure(p: MetadataParams, ctx: RunContext, teardown: Teardown): 
 
 export const metadataWorkload: WorkloadSlice = {
   hostNeeds,
-  async run(cell, ctx) {
+  run(cell, ctx) {
     const p = cellParams(MetadataParams, cell);
-    const teardown = new Teardown(ctx.journal);
-    let outcome: WorkloadOutcome | undefined;
-    let failure: FsbenchError | undefined;
-    try {
-      outcome = await measure(p, ctx, teardown);
-    } catch (err) {
-      failure = toFsbenchError(err, 'WORKLOAD_FAILED');
-      // A tool killed by the same Ctrl-C fails in its own words; the cause is the cancellation.
-      if (ctx.signal.aborted && failure.code !== 'CANCELLED') {
-        failure = new FsbenchError('CANCELLED', `the run was cancelled (${failure.message})`);
-      }
-    }
-    try {
-      await teardown.dispose();
-    } catch (err) {
-      const undo = toFsbenchError(err);
-      failure = failure ? new FsbenchError(failure.code, `${failure.message}; and then: ${undo.message}`) : undo;
-    }
-    if (failure) throw failure;
-    if (!outcome) throw new FsbenchError('INTERNAL', 'the metadata run ended without a result');
-    return outcome;
+    return withTeardown(ctx, (teardown) => measure(p, ctx, teardown));
   },
 };
