@@ -61,6 +61,12 @@ function leftoverCgroups(): string[] {
 
 const WATCHES = 'max_user_watches';
 
+/** Every directory the tests below make lives in this one, removed after the file. */
+const files = tempDir('fsbench-watches-');
+afterAll(() => {
+  files.remove();
+});
+
 describe('the contract', () => {
   it('documents every metric with a unit and a direction, and refuses what cannot be measured', () => {
     for (const [name, doc] of Object.entries(WATCHES_METRIC_DOCS)) {
@@ -103,10 +109,7 @@ describe('the contract', () => {
 });
 
 describe('fsbench run examples/watches-quick.yaml', () => {
-  const scratch = tempDir('fsbench-watches-');
-  afterAll(() => {
-    scratch.remove();
-  });
+  const scratch = { dir: path.join(files.dir, 'quick') };
 
   it('watches the whole tree with all five backends and leaves nothing behind', async () => {
     const before = sysctl(WATCHES);
@@ -152,10 +155,7 @@ describe('fsbench run examples/watches-quick.yaml', () => {
 });
 
 describe('fs.inotify.max_user_watches', () => {
-  const scratch = tempDir('fsbench-watches-limit-');
-  afterAll(() => {
-    scratch.remove();
-  });
+  const scratch = { dir: path.join(files.dir, 'limit') };
 
   it('a tree larger than the limit is ok with the limit recorded, and the value it names suffices', async () => {
     const before = sysctl(WATCHES);
@@ -199,10 +199,7 @@ describe('fs.inotify.max_user_watches', () => {
 });
 
 describe('kernel accounting and privileges', () => {
-  const scratch = tempDir('fsbench-watches-acct-');
-  afterAll(() => {
-    scratch.remove();
-  });
+  const scratch = { dir: path.join(files.dir, 'acct') };
 
   it('accounting: meminfo takes the host-wide figure, and says so', async () => {
     const r = await runOnce(cellOf({ backend: 'inotify', dirs: 20_000, accounting: 'meminfo' }), scratch.dir);
