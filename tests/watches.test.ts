@@ -311,6 +311,8 @@ describe('in a sandbox container', () => {
       expect(metric(r, 'limitHit')).toBe(0);
       expect(ok(r).params['container.storage']).toBe(storage);
       expect(ok(r).fingerprint.targetFs).toBe(storage === 'tmpfs' ? 'tmpfs' : 'overlay');
+      // Whichever accounting the container allowed, the run says which, and the metric agrees.
+      expect(metric(r, 'kernelBytesHostWide')).toBe(ok(r).info['kernelMemoryMethod'] === 'meminfo' ? 1 : 0);
     }
   }, 300_000);
 });
