@@ -16,6 +16,7 @@ import { RunResult } from '../contract/result.js';
 import { WATCHES_METRIC_DOCS, watchesContract, watchesNotes, treeDepth } from '../contract/workloads/watches/index.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { collectFingerprint } from '../host/fingerprint.js';
+import { filesystemType } from '../host/kernel.js';
 import { Journal } from '../host/journal.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { runCell } from '../runner/run-cell.js';
@@ -207,6 +208,19 @@ describe('kernel accounting and privileges', () => {
     expect(metric(r, 'kernelBytesHostWide')).toBe(1);
     expect(metric(r, 'kernelBytesPerWatch')).toBe(metric(r, 'sunreclaimBytesPerWatch'));
     expect(leftoverCgroups()).toEqual([]);
+  });
+
+  it('fanotify watches with one filesystem or mount mark, on tmpfs and on the scratch filesystem', async () => {
+    for (const mark of ['filesystem', 'mount']) {
+      for (const target of ['tmpfs', 'scratch']) {
+        const r = await runOnce(cellOf({ backend: 'fanotify', mark, target, dirs: 1000 }), scratch.dir);
+        expect(metric(r, 'watches'), `${mark} ${target}`).toBe(1);
+        // The marker's event, told from other processes' writes on the same filesystem by its inode.
+        expect(metric(r, 'firstEventMs')).toBeGreaterThan(metric(r, 'setupMs') ?? Infinity);
+        expect(metric(r, 'maxUserWatches')).toBeNull();
+        expect(ok(r).fingerprint.targetFs).toBe(target === 'tmpfs' ? 'tmpfs' : filesystemType(scratch.dir));
+      }
+    }
   });
 
   it('fanotify without CAP_SYS_ADMIN is skipped with the kernel\'s reason, on the scratch filesystem', async () => {

@@ -238,13 +238,17 @@ export function watchesNotes(params: Readonly<Record<string, ParamValue>>, media
   return notes;
 }
 
-/** Rough cost of one run, for the coordinator's estimate: tree build, setup by backend, teardown. */
-const SETUP_US_PER_DIR: Readonly<Record<WatchBackend, number>> = { inotify: 10, fanotify: 0, parcel: 30, chokidar: 300, fswatch: 200 };
+/**
+ * Rough cost of one run, for the coordinator's estimate: tree build, setup by backend, teardown.
+ * Setup per directory as docs/watches.md measured it at 100,000 directories (inotify 8.6 us,
+ * parcel 13.5, chokidar 206, fswatch 26), rounded up.
+ */
+const SETUP_US_PER_DIR: Readonly<Record<WatchBackend, number>> = { inotify: 10, fanotify: 0, parcel: 20, chokidar: 250, fswatch: 40 };
 export function watchesRunMs(params: Readonly<Record<string, ParamValue>>): number {
   const dirs = typeof params['dirs'] === 'number' ? params['dirs'] : 1000;
   const files = dirs * (typeof params['filesPerDir'] === 'number' ? params['filesPerDir'] : 0);
   const backend = WATCH_BACKENDS.find((b) => b === params['backend']) ?? 'inotify';
-  // Tree build ~5 us an entry, a Node child's start ~300 ms, the setup, and removing the tree.
+  // Building and removing the tree ~10 us an entry (4 us to build here), a Node child's start ~300 ms, the setup.
   return 500 + ((dirs + files) * 10) / 1000 + (backend === 'inotify' || backend === 'fanotify' ? 0 : 300) + ((dirs + files / 4) * SETUP_US_PER_DIR[backend]) / 1000;
 }
 
