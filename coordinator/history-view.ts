@@ -6,7 +6,7 @@
 import type { Column, CsvTable, Doc, Exportable, TextTable } from '../report/export/index.js';
 import { formatDelta, formatInterval, formatNumber, formatPValue, formatRatio } from '../report/format.js';
 import { CHANGE_POINT_DEFAULTS } from '../stats/change-point.js';
-import type { HistoryChange, HistoryPage, HistorySeries } from './history.js';
+import type { HistoryChange, HistoryPage, HistorySeries } from '../contract/history.js';
 
 const left = (title: string): Column => ({ title, align: 'left' });
 const right = (title: string): Column => ({ title, align: 'right' });
@@ -14,7 +14,7 @@ const right = (title: string): Column => ({ title, align: 'right' });
 /** `2026-01-13 +25.0% [1.21-1.29] p=1e-6`, and `suspect` when the runs at the step were disturbed. */
 export function changeText(c: HistoryChange): string {
   const day = c.at.slice(0, 10);
-  const size = formatDelta((c.ratio - 1) * 100);
+  const size = c.ratio === null ? 'n/a' : formatDelta((c.ratio - 1) * 100);
   const interval = formatInterval(c.ratioLow, c.ratioHigh, formatRatio);
   return `${day} ${size} ${interval} p=${formatPValue(c.p)}${c.suspect ? ' suspect' : ''}`;
 }
@@ -33,7 +33,7 @@ function pointsTable(s: HistorySeries): TextTable {
     columns: [left('at'), left('matrix'), right('n'), right('median'), right('95% CI'), right('flagged'), left('kernel'), left('')],
     rows: s.points.map((p, i) => {
       const change = changedAt.get(i);
-      const marks = [...(change ? [`change ${formatDelta((change.ratio - 1) * 100)}${change.suspect ? ' (suspect)' : ''}`] : []), ...p.factChanges];
+      const marks = [...(change ? [`change ${change.ratio === null ? '' : formatDelta((change.ratio - 1) * 100)}${change.suspect ? ' (suspect)' : ''}`] : []), ...p.factChanges];
       return [p.at.slice(0, 19).replace('T', ' '), p.matrixId, String(p.n), formatNumber(p.median), formatInterval(p.ciLow, p.ciHigh), String(p.flagged), p.kernel ?? '?', marks.join('; ')];
     }),
   };

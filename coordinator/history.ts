@@ -16,7 +16,8 @@ import { canonical } from '../compare/sides.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
 import { parseParam } from '../contract/params.js';
-import { paramSpec, WORKLOAD_NAMES, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
+import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
+import type { HistoryChange, HistoryPage, HistoryPoint, HistorySeries } from '../contract/history.js';
 import { z } from 'zod';
 import { aggregateRuns } from '../stats/aggregate.js';
 import { changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
@@ -58,102 +59,6 @@ export interface HistoryQuery {
   /** The last series key of the previous page. */
   readonly after?: string;
   readonly changePoints?: ChangePointOptions;
-}
-
-const Nullable = z.number().nullable();
-/** A page of history as JSON (`GET /v1/history`), for the OpenAPI document; HistoryPage is its type. */
-export const HistoryPageSchema = z
-  .object({
-    series: z.array(
-      z
-        .object({
-          key: z.string(),
-          name: z.string(),
-          machine: z.string(),
-          workload: z.enum(WORKLOAD_NAMES),
-          metric: z.string(),
-          params: CellParams,
-          label: z.string(),
-          points: z.array(
-            z
-              .object({ matrixId: z.string(), at: z.string(), n: z.number().int(), median: z.number(), ciLow: Nullable, ciHigh: Nullable, flagged: z.number().int(), kernel: z.string().nullable(), factChanges: z.array(z.string()) })
-              .strict(),
-          ),
-          changes: z.array(
-            z
-              .object({
-                index: z.number().int(),
-                matrixId: z.string(),
-                at: z.string(),
-                before: z.number(),
-                after: z.number(),
-                ratio: Nullable.describe('after / before; null when before is 0'),
-                ratioLow: Nullable,
-                ratioHigh: Nullable,
-                magnitude: z.number(),
-                p: z.number(),
-                suspect: z.boolean(),
-                why: z.array(z.string()),
-              })
-              .strict(),
-          ),
-        })
-        .strict(),
-    ),
-    next: z.string().nullable(),
-  })
-  .strict();
-
-export interface HistoryPoint {
-  readonly matrixId: string;
-  /** When the matrix's first run started (ISO 8601). */
-  readonly at: string;
-  readonly n: number;
-  readonly median: number;
-  readonly ciLow: number | null;
-  readonly ciHigh: number | null;
-  /** Runs flagged for interference among the point's runs. */
-  readonly flagged: number;
-  readonly kernel: string | null;
-  /** Machine facts that differ from the previous point's fingerprint, as `fact: before -> after`. */
-  readonly factChanges: readonly string[];
-}
-
-export interface HistoryChange {
-  /** The first point after the change. */
-  readonly index: number;
-  readonly matrixId: string;
-  readonly at: string;
-  /** Median of the points' medians before and after (up to the neighbouring changes). */
-  readonly before: number;
-  readonly after: number;
-  /** after / before, with the Hodges-Lehmann interval of the points either side; null bounds when too few points. */
-  readonly ratio: number;
-  readonly ratioLow: number | null;
-  readonly ratioHigh: number | null;
-  readonly magnitude: number;
-  readonly p: number;
-  /** The points either side of the change carry runs flagged for interference: it may be the machine, not the code. */
-  readonly suspect: boolean;
-  readonly why: readonly string[];
-}
-
-export interface HistorySeries {
-  readonly key: string;
-  readonly name: string;
-  readonly machine: string;
-  readonly workload: WorkloadName;
-  readonly metric: string;
-  readonly params: Readonly<CellParams>;
-  readonly label: string;
-  readonly points: readonly HistoryPoint[];
-  readonly changes: readonly HistoryChange[];
-}
-
-export interface HistoryPage {
-  readonly series: readonly HistorySeries[];
-  /** Pass as `after` for the next page; null on the last. */
-  readonly next: string | null;
 }
 
 interface PointRow {
@@ -353,7 +258,7 @@ function changesOf(points: readonly HistoryPoint[], options: ChangePointOptions 
       at: at?.at ?? '',
       before,
       after,
-      ratio: before === 0 ? Number.NaN : after / before,
+      ratio: before === 0 ? null : after / before,
       ratioLow: ci?.low ?? null,
       ratioHigh: ci?.high ?? null,
       magnitude: changeMagnitude(cp.test),

@@ -1,6 +1,6 @@
 /**
  * The fsbench dashboard: matrices with live progress, agents with their fingerprints, a matrix's
- * charts and report, and a compare view. Hash routes (#/, #/agents, #/matrix/ID, #/compare?...)
+ * charts and report, and a compare view. Hash routes (#/, #/agents, #/matrix/ID, #/compare?..., #/history?...)
  * so every view has a link. It keeps routing and charts only: the report's and a comparison's
  * tables and notes are documents the coordinator serves (report/results-view.ts,
  * compare/view.ts), rendered by the exporter that renders the HTML report
@@ -10,9 +10,11 @@
 import type { Chart } from 'chart.js';
 import { z } from 'zod';
 import { ChartInput } from '../contract/charts.js';
+import { HistoryPageSchema } from '../contract/history.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { factsLine } from '../compare/machine-facts.js';
 import { chartsOf } from '../report/charts.js';
+import { historyCharts } from '../report/history-charts.js';
 import { Doc } from '../report/export/doc.js';
 import { docHtml, preambleHtml } from '../report/export/html.js';
 import { formatSize } from '../report/format.js';
@@ -353,6 +355,44 @@ async function compareView(params: URLSearchParams): Promise<void> {
   out.replaceChildren(fromHtml(preambleHtml(doc)), fromHtml(docHtml(doc)));
 }
 
+// ---- history -------------------------------------------------------------------------------
+
+async function historyView(params: URLSearchParams): Promise<void> {
+  const { matrices } = await api('/v1/matrices', Matrices);
+  const names = [...new Set(matrices.map((m) => m.name))].sort();
+  const field = (label: string, input: HTMLElement) => h('label', {}, label, input);
+  const text = (name: string, placeholder: string) => h('input', { name, value: params.get(name) ?? '', placeholder });
+  const form = h(
+    'form',
+    { class: 'compare-form' },
+    field('matrix ', h('select', { name: 'name' }, h('option', { value: '' }, '(choose)'), names.map((n) => h('option', { value: n, selected: n === params.get('name') }, n)))),
+    field('metric ', text('metric', 'headline metrics')),
+    field('machine ', text('machine', 'any')),
+    field('cells ', text('param', 'files=128,writers=4')),
+    h('button', { type: 'submit' }, 'Show'),
+  );
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (typeof v === 'string' && v.trim() !== '') q.set(k, v.trim());
+    location.hash = `#/history?${q.toString()}`;
+  });
+  const out = h('div', { id: 'history-result' });
+  show(
+    h('h2', {}, 'History'),
+    h('p', { class: 'hint' }, "A matrix's results over time, per machine, cell and metric: each point a run of the matrix (its median, the dashed lines its 95% interval), triangles where the level changed (E-divisive means, p < 0.001)."),
+    form,
+    out,
+  );
+  if (!params.get('name')) return;
+  const q = new URLSearchParams(params);
+  q.set('format', 'json');
+  const page = await api(`/v1/history?${q.toString()}`, HistoryPageSchema);
+  q.set('format', 'document');
+  const { document: doc } = await api(`/v1/history?${q.toString()}`, Documented);
+  out.replaceChildren(h('div', { class: 'charts' }, drawCharts(historyCharts(page), open.charts)), fromHtml(preambleHtml(doc)), fromHtml(docHtml(doc)));
+}
+
 // ---- routing -------------------------------------------------------------------------------
 
 async function route(): Promise<void> {
@@ -370,6 +410,7 @@ async function route(): Promise<void> {
     else if (path === '/agents') await agentsView();
     else if (path.startsWith('/matrix/')) await matrixView(decodeURIComponent(path.slice('/matrix/'.length)));
     else if (path === '/compare') await compareView(new URLSearchParams(query));
+    else if (path === '/history') await historyView(new URLSearchParams(query));
     else show(h('p', {}, `No page ${path}.`));
     document.body.dataset['ready'] = path;
   } catch (err) {

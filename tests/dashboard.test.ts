@@ -426,6 +426,37 @@ describe('dashboard in headless Chromium', () => {
     expect(problems()).toEqual([]);
   });
 
+  it('draws history: each series over the nightly matrices, with its change point marked where the level stepped', async () => {
+    const DAY = 24 * 3600 * 1000;
+    for (let k = 0; k < 16; k++) {
+      const runs = syntheticRuns({
+        matrix: { name: 'nightly', workload: 'inotify', repetitions: 5, params: { files: [64, 128] } },
+        machine: { machine: 'laptop' },
+        seed: 40 + k,
+        noise: 0.02,
+        effect: (c) => (c.params['files'] === 128 && k >= 9 ? 1.3 : 1),
+      });
+      await upload(runs.map((r) => ({ ...r, startedAt: new Date(Date.parse(r.startedAt) + k * DAY).toISOString() })));
+    }
+    await open('#/history?name=nightly&metric=eventsPerSec');
+    const charts = z
+      .array(z.object({ series: z.string(), changes: z.string(), points: z.number(), title: z.string() }))
+      .parse(
+        await page().evaluate(`[...document.querySelectorAll('#history-result figure')].map((f) => {
+          const chart = Chart.getChart(f.querySelector('canvas'));
+          return { series: f.dataset.series, changes: f.dataset.changes, points: chart ? chart.data.datasets[0].data.filter((v) => v !== null).length : -1, title: f.querySelector('figcaption').innerText };
+        })`),
+      );
+    expect(charts.map((c) => [c.title.split('\n')[0]?.split(' laptop')[0], c.changes, c.points])).toEqual([
+      ['eventsPerSec files=128', '9', 16],
+      ['eventsPerSec files=64', '', 16],
+    ]);
+    const table = await page().locator('#history-result table').first().innerText();
+    expect(table).toMatch(/files=128\s+16\s+\S+\s+\d{4}-\d\d-\d\d \+\d\d\.\d+%/);
+    expect(table).toMatch(/files=64\s+16\s+\S+\s+none/);
+    expect(problems()).toEqual([]);
+  });
+
   it('follows a running matrix live through server-sent events', async () => {
     const spec = parseMatrix({ name: 'live', workload: 'noop', repetitions: 2, warmup: 0, params: { value: [1, 2] } });
     const cells = expandMatrix(spec);
