@@ -146,12 +146,7 @@ export function registerRemoteCommands(program: Command): void {
   ).action(async (file: string, opts: Record<string, unknown>) => {
     const { dataDir } = loadSettings(['dataDir'], opts);
     const { backupDatabase } = await import('../coordinator/backup.js');
-    let shown = -1;
-    const s = await backupDatabase(dataDir, file, (fraction) => {
-      const pct = Math.floor(fraction * 100);
-      if (process.stderr.isTTY && pct !== shown) process.stderr.write(`\rbackup: ${String((shown = pct))}%`);
-    });
-    if (process.stderr.isTTY) process.stderr.write('\r');
+    const s = await backupDatabase(dataDir, file);
     process.stdout.write(`backed up ${String(s.matrices)} matrices and ${String(s.runs)} runs (${formatSize(s.bytes)}) to ${file}\n`);
   });
 

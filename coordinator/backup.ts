@@ -1,6 +1,6 @@
 /**
  * Copies of the results database, the record users rely on once history matters. A backup is
- * taken with SQLite's online backup API while the coordinator keeps writing (WAL: its writes
+ * taken with `VACUUM INTO` while the coordinator keeps writing (WAL: its writes
  * never wait for the copy), and is checked before it gets its name. A restore refuses a file that
  * is not a sound fsbench database and a database a running coordinator has open, and keeps the
  * database it replaces.
@@ -54,11 +54,13 @@ async function refuseExisting(file: string): Promise<void> {
 
 /**
  * Copies the database of `dataDir` to `dest`, a new file, while the coordinator may be writing
- * to it. The copy is written under a temporary name beside `dest`, checked, and only then
- * renamed: a file named `dest` is always a complete, sound database. `progress` is told the
- * share copied so far.
+ * to it. `VACUUM INTO` reads the database in one read transaction: a consistent point in time,
+ * which a busy writer cannot restart (the online backup API starts over whenever another
+ * process writes between its steps, and a collector storing runs every few milliseconds would
+ * keep it from ever finishing). The copy is written under a temporary name beside `dest`,
+ * checked, and only then renamed: a file named `dest` is always a complete, sound database.
  */
-export async function backupDatabase(dataDir: string, dest: string, progress: (fraction: number) => void = () => undefined): Promise<DatabaseSummary> {
+export async function backupDatabase(dataDir: string, dest: string): Promise<DatabaseSummary> {
   const source = path.join(dataDir, DATABASE_FILE);
   await refuseExisting(dest);
   let db: Database.Database;
@@ -67,15 +69,9 @@ export async function backupDatabase(dataDir: string, dest: string, progress: (f
   } catch (err) {
     throw new FsbenchError('CONFIG_INVALID', `there is no results database at ${source} (${messageOf(err)}): set FSBENCH_DATA_DIR to the coordinator's data directory`);
   }
-  const partial = path.join(path.dirname(dest), `.${path.basename(dest)}.${randomUUID()}.partial`);
+  const partial = path.join(path.dirname(path.resolve(dest)), `.${path.basename(dest)}.${randomUUID()}.partial`);
   try {
-    await db.backup(partial, {
-      progress: ({ totalPages, remainingPages }) => {
-        progress(totalPages === 0 ? 1 : (totalPages - remainingPages) / totalPages);
-        // Pages per step: small enough that the coordinator's writes interleave with the copy.
-        return 256;
-      },
-    });
+    db.prepare('VACUUM INTO ?').run(partial);
     await fs.chmod(partial, 0o600);
     const summary = await verify(partial);
     await refuseExisting(dest);

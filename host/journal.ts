@@ -21,7 +21,7 @@ import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { z } from 'zod';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { errnoOf, FsbenchError, messageOf } from '../contract/errors.js';
 import { HostfsRefusal, removeBeneath, unmountBeneath } from './hostfs.js';
 import { readBootId, readMounts } from './kernel.js';
 import { OwnerId, OwnerLock, ownersHeld, reapOwnerLocks } from './owner-lock.js';
@@ -124,7 +124,7 @@ export function processAlive(pid: number): boolean {
     process.kill(pid, 0);
     return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    return errnoOf(err) === 'EPERM';
   }
 }
 
@@ -410,7 +410,7 @@ export class Journal {
         }
       } catch (err) {
         // Gone meanwhile (its writer forgot it), or a torn write from a crash in the middle of record(): nothing was changed after it.
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') await fs.rm(file, { force: true });
+        if (errnoOf(err) !== 'ENOENT') await fs.rm(file, { force: true });
         continue;
       }
       const parsed = StoredEntry.safeParse(raw);
@@ -521,7 +521,7 @@ async function removeCgroup(dir: string): Promise<void> {
   if (!mounted) throw new FsbenchError('INTERNAL', `${dir} lies in no mounted cgroup filesystem`);
   for (let attempt = 0; ; attempt++) {
     const procs = await fs.readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch((err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      if (errnoOf(err) === 'ENOENT') return null;
       throw err;
     });
     if (procs === null) return;
@@ -532,7 +532,7 @@ async function removeCgroup(dir: string): Promise<void> {
       await fs.rmdir(dir);
       return;
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
+      const code = errnoOf(err);
       if (code === 'ENOENT') return;
       if (code !== 'EBUSY' || attempt >= 40) throw err;
       await sleep(50);

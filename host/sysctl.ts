@@ -4,7 +4,7 @@
  * after a crash (by the next start's journal recovery). Shared by the workloads that set limits.
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { errnoOf, FsbenchError, messageOf } from '../contract/errors.js';
 import type { KnownSysctl, Teardown } from './journal.js';
 
 /** The number a /proc/sys file holds (LIMIT_WRITE_FAILED when it holds anything else). */
@@ -21,7 +21,7 @@ export async function setSysctl(teardown: Teardown, file: KnownSysctl, value: nu
     try {
       await writeFile(file, `${value}\n`);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
+      const code = errnoOf(err);
       const privilege = code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
       throw new FsbenchError(
         privilege ? 'PRIVILEGE_MISSING' : 'LIMIT_WRITE_FAILED',

@@ -185,9 +185,9 @@ describe('running matrices on agents', () => {
     });
     const csv = await client.text(`/v1/matrices/${id}/results?format=csv`);
     expect(csv.split('\r\n')[0]).toBe(
-      'matrix,cellId,machine,workload,label,sleep,value,jitter,runs,ok,failed,skipped,problem,metric,unit,direction,n,median,mean,stddev,cv,min,max,ciLow,ciHigh,ciLevel,outliers,noisy,noise,cellNoisy,notes',
+      'matrix,cellId,machine,workload,label,sleep,value,jitter,spin,slowdown,runs,ok,failed,skipped,problem,metric,unit,direction,n,median,mean,stddev,cv,min,max,ciLow,ciHigh,ciLevel,outliers,noisy,noise,cellNoisy,notes',
     );
-    expect(csv).toContain(',alpha,noop,value=20,0,20,0,6,6,0,0,,value,1,neither,6,20,20,0,0,20,20,20,20,');
+    expect(csv).toContain(',alpha,noop,value=20,0,20,0,0,0,6,6,0,0,,value,1,neither,6,20,20,0,0,20,20,20,20,');
     const runsCsv = await client.text(`/v1/matrices/${id}/results?format=csv&table=runs`);
     expect(runsCsv.trim().split('\r\n')).toHaveLength(13);
     const md = await client.text(`/v1/matrices/${id}/results?format=md`);

@@ -4,7 +4,7 @@
  * restored by the run's teardown, also after a crash (by the next start's journal recovery).
  */
 import type { InotifyLimits } from '../../contract/fingerprint.js';
-import { FsbenchError } from '../../contract/errors.js';
+import { errnoOf, FsbenchError } from '../../contract/errors.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
 import type { KnownSysctl, Teardown } from '../../host/journal.js';
 import { readSysctl, setSysctl } from '../../host/sysctl.js';
@@ -66,7 +66,7 @@ export async function applyFanotifyLimits(teardown: Teardown, maxQueuedEvents: n
   try {
     now = await readSysctl(FANOTIFY_QUEUE);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    if (errnoOf(err) === 'ENOENT') return null;
     throw err;
   }
   if (maxQueuedEvents === undefined) return now;

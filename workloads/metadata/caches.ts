@@ -4,7 +4,7 @@
  * syncing the filesystem under test alone would leave reads served from that copy.
  */
 import { writeFile } from 'node:fs/promises';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { errnoOf, FsbenchError, messageOf } from '../../contract/errors.js';
 import { command } from './command.js';
 
 const DROP_CACHES = '/proc/sys/vm/drop_caches';
@@ -17,7 +17,7 @@ export async function dropCaches(): Promise<number> {
   try {
     await writeFile(DROP_CACHES, '3');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = errnoOf(err);
     throw new FsbenchError(
       code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'PRIVILEGE_MISSING' : 'WORKLOAD_FAILED',
       `cache: cold needs to write ${DROP_CACHES} (root, and in a container a writable /proc/sys, e.g. ` +

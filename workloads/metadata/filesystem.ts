@@ -10,7 +10,7 @@
  */
 import { lstat, mkdir, open, realpath, statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { errnoOf, FsbenchError, messageOf } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
 import { filesystemType, readMounts, type Mount } from '../../host/kernel.js';
 import type { Teardown } from '../../host/journal.js';
@@ -47,7 +47,7 @@ async function createImage(image: string, bytes: number): Promise<void> {
   try {
     await handle.truncate(bytes);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = errnoOf(err);
     if (code === 'EFBIG' || code === 'EINVAL') {
       throw new FsbenchError(
         'FS_REFUSED',
