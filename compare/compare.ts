@@ -14,11 +14,13 @@
  */
 import { describeCell, varyingParams, type CellParams } from '../contract/matrix.js';
 import type { Direction } from '../contract/metrics.js';
+import { formatPercent } from '../contract/units.js';
 import { metricDoc, WORKLOADS, type WorkloadName } from '../contract/workloads/index.js';
 import { ReportBuilder } from '../report/build.js';
 import type { CellReport, MetricStats, Report } from '../report/model.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
 import { mannWhitneyU, smallestPossiblePValue } from '../stats/mann-whitney.js';
+import { minimumDetectableEffect } from '../stats/power.js';
 import type { NoiseOptions } from '../stats/noise.js';
 import { ratioConfidenceInterval, type RatioInterval } from '../stats/ratio-ci.js';
 import { deltaPercent, geometricMean } from '../stats/ratios.js';
@@ -82,9 +84,10 @@ export interface CompareWarning {
 
 /**
  * What a comparison's note says, typed like the warnings: `compared-param` (a parameter set apart
- * on each side), `param-one-side`, `compared-machines`, `no-match`, `untestable`, `noisy`.
+ * on each side), `param-one-side`, `compared-machines`, `no-match`, `untestable`, `noisy`,
+ * `detectable` (how small a change the not-significant rows could have shown).
  */
-export const COMPARE_NOTE_KINDS = ['compared-param', 'param-one-side', 'compared-machines', 'no-match', 'untestable', 'noisy'] as const;
+export const COMPARE_NOTE_KINDS = ['compared-param', 'param-one-side', 'compared-machines', 'no-match', 'untestable', 'noisy', 'detectable'] as const;
 export type CompareNoteKind = (typeof COMPARE_NOTE_KINDS)[number];
 export interface CompareNote {
   readonly kind: CompareNoteKind;
@@ -113,6 +116,12 @@ export interface CompareRow {
   readonly deltaPct: number | null;
   readonly ci: RatioInterval | null;
   readonly pValue: number | null;
+  /**
+   * The smallest relative change (0.1 = 10%) these runs would have detected with 80% power at
+   * alpha (stats/power.ts): a row that is `~` means "no change larger than this". Null without
+   * both samples, or when too few runs could reach alpha at all (then it carries `untestable`).
+   */
+  readonly detectable: number | null;
   readonly significant: boolean;
   readonly verdict: Verdict;
   /** Either side without a result or too noisy to conclude, or too few runs for the test to reach alpha. */
@@ -283,11 +292,14 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
       let delta: number | null = null;
       let ci: RatioInterval | null = null;
       let p: number | null = null;
+      let detectable: number | null = null;
       if (base && cand && xs && ys) {
         delta = deltaPercent(base.median, cand.median);
         ratio = delta === null ? null : cand.median / base.median;
         ci = ratioConfidenceInterval(xs, ys, level);
         p = mannWhitneyU(xs, ys).pValue;
+        const mde = minimumDetectableEffect(xs, ys, { alpha });
+        detectable = mde !== null && Number.isFinite(mde) ? mde : null;
         if (base.noisy) warnings.push({ kind: 'noisy', side: 'baseline', text: `baseline too noisy to conclude: ${base.noise.join('; ')}` });
         if (cand.noisy) warnings.push({ kind: 'noisy', side: 'candidate', text: `candidate too noisy to conclude: ${cand.noise.join('; ')}` });
         if (smallestPossiblePValue(xs.length, ys.length) >= alpha) {
@@ -310,6 +322,7 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
         deltaPct: delta,
         ci,
         pValue: p,
+        detectable,
         significant,
         verdict: verdictOf(significant, direction, ratio),
         warnings,
@@ -363,6 +376,17 @@ export function compareSides(a: CompareSide, b: CompareSide, options: CompareOpt
       kind: 'untestable',
       severity: 'warning',
       text: `some cells have too few runs for the Mann-Whitney test to reach p < ${alpha} at all (3 vs 3 runs: p >= 0.1); run at least 5 repetitions`,
+    });
+  }
+  const unseen = rows.filter((r) => !r.significant && r.detectable !== null).map((r) => r.detectable ?? 0);
+  if (unseen.length > 0) {
+    const low = Math.min(...unseen);
+    const high = Math.max(...unseen);
+    const range = low === high ? formatPercent(low) : `${formatPercent(low)} to ${formatPercent(high)}`;
+    notes.push({
+      kind: 'detectable',
+      severity: 'info',
+      text: `${String(unseen.length)} row${unseen.length === 1 ? '' : 's'} without a significant difference: no change larger than ${range} (its row's detectable) would have gone unseen at 80% power`,
     });
   }
   if (rows.some((r) => r.warnings.some((w) => w.kind === 'noisy'))) {

@@ -61,6 +61,7 @@ export const CompareReportSchema = z
           .nullable()
           .describe('Hodges-Lehmann interval for the ratio candidate / baseline'),
         pValue: z.number().nullable().describe('two-sided Mann-Whitney U'),
+        detectable: z.number().nullable().describe('the smallest relative change these runs would have detected with 80% power; null when untestable or without both samples'),
         significant: z.boolean(),
         verdict: z.enum(['better', 'worse', 'changed', '~', 'n/a']),
         warnings: z

@@ -45,12 +45,13 @@ function deltaCell(r: CompareRow): DocCell {
 function compareRowsTable(report: CompareReport): TextTable {
   return {
     name: 'compare-rows',
-    columns: [left('metric'), left('cell'), right('baseline'), right('candidate'), right('delta'), right('ratio 95% CI'), right('p'), left('')],
+    columns: [left('metric'), left('cell'), right('baseline'), right('candidate'), right('delta'), right('ratio 95% CI'), right('p'), right('detectable'), left('')],
     rows: report.rows.map((r) => ({
       cells: [
         r.metric, { text: r.label, class: 'label' }, sideCell(r.baseline), sideCell(r.candidate), deltaCell(r),
         { text: formatInterval(r.ci?.low, r.ci?.high, formatRatio), title: r.ci ? `ratio ${formatRatio(r.ratio)}` : 'no interval' },
         { text: formatPValue(r.pValue), value: r.pValue },
+        { text: r.detectable === null ? 'n/a' : formatPercent(r.detectable), value: r.detectable, title: 'the smallest change these runs would have detected with 80% power' },
         { text: flagText(r), class: 'flags', title: r.warnings.map((w) => w.text).join('; ') },
       ],
       data: { metric: r.metric, label: r.label, verdict: r.verdict },
@@ -101,7 +102,7 @@ export function compareDoc(report: CompareReport): Doc {
 export const CSV_COLUMNS = [
   'metric', 'direction', 'workload', 'cell', 'params', 'baseline_machine', 'candidate_machine',
   'baseline_n', 'baseline_median', 'baseline_cv', 'candidate_n', 'candidate_median', 'candidate_cv',
-  'delta_pct', 'ratio', 'ratio_ci_low', 'ratio_ci_high', 'ratio_ci_level', 'p_value', 'significant', 'verdict', 'warnings',
+  'delta_pct', 'ratio', 'ratio_ci_low', 'ratio_ci_high', 'ratio_ci_level', 'p_value', 'detectable', 'significant', 'verdict', 'warnings',
 ] as const;
 
 export function compareCsv(report: CompareReport): CsvTable {
@@ -110,7 +111,7 @@ export function compareCsv(report: CompareReport): CsvTable {
     rows: report.rows.map((r) => [
       r.metric, r.direction, r.workload, r.label, JSON.stringify(r.params), r.baselineMachine, r.candidateMachine,
       r.baseline?.n, r.baseline?.median, r.baseline?.cv, r.candidate?.n, r.candidate?.median, r.candidate?.cv,
-      r.deltaPct, r.ratio, r.ci?.low, r.ci?.high, r.ci?.level, r.pValue, r.significant, r.verdict, r.warnings.map((w) => w.text).join('; '),
+      r.deltaPct, r.ratio, r.ci?.low, r.ci?.high, r.ci?.level, r.pValue, r.detectable, r.significant, r.verdict, r.warnings.map((w) => w.text).join('; '),
     ]),
   };
 }

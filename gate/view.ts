@@ -67,13 +67,14 @@ export function gateJson(g: GateReport): unknown {
     alpha: g.compare.alpha,
     baseline: g.compare.baseline,
     candidate: g.compare.candidate,
+    // The gate's own judgement after the row it judged: its detectable is the one its verdict used.
     rows: g.rows.map((r) => ({
+      ...r.row,
       status: r.status,
       reason: r.reason,
       threshold: r.threshold,
       detectable: r.detectable !== null && Number.isFinite(r.detectable) ? r.detectable : null,
       untestable: r.detectable === Number.POSITIVE_INFINITY,
-      ...r.row,
     })),
     notes: g.compare.notes,
   };

@@ -150,11 +150,13 @@ describe('compareRunSets', () => {
     const report = await compareRunSets(baselineRuns(), candidateRuns(), { metrics: ['eventsPerSec'] });
     const out = exportableCompare(report);
     const table = render('table', out);
-    expect(table).toMatch(/eventsPerSec\s+files=128 bufferBytes=4KiB\s+\S+ ±\S+ n=6\s+\S+ ±\S+ n=6\s+\+\d+\.\d+%\s+\d\.\d+\.\.\d\.\d+\s+0\.002\s+better/);
+    expect(table).toMatch(/eventsPerSec\s+files=128 bufferBytes=4KiB\s+\S+ ±\S+ n=6\s+\S+ ±\S+ n=6\s+\+\d+\.\d+%\s+\d\.\d+\.\.\d\.\d+\s+0\.002\s+\d+\.\d%\s+better/);
     expect(table).toMatch(/files=128 bufferBytes=64KiB .* ~ /);
     expect(table).toMatch(/^eventsPerSec\s+\+\d+\.\d+%\s+6\s+2\s+2\s+0$/m);
     const md = render('md', out);
-    expect(md).toContain('| metric | cell | baseline | candidate | delta | ratio 95% CI | p |   |');
+    expect(md).toContain('| metric | cell | baseline | candidate | delta | ratio 95% CI | p | detectable |   |');
+    // Rows that are ~ say how small a change they could have shown.
+    expect(md).toMatch(/4 rows without a significant difference: no change larger than \d+\.\d% to \d+\.\d% \(its row's detectable\) would have gone unseen at 80% power/);
     const csv = render('csv', out).split('\r\n').filter((l) => l !== '');
     expect(csv[0]).toBe(CSV_COLUMNS.join(','));
     expect(csv).toHaveLength(7);
