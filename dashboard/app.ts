@@ -1,6 +1,6 @@
 /**
  * The fsbench dashboard: matrices with live progress, agents with their fingerprints, a matrix's
- * charts and report, and a compare view. Hash routes (#/, #/agents, #/matrix/ID, #/compare?..., #/history?...)
+ * charts and report, and a compare view. Hash routes (#/, #/agents, #/matrix/ID, #/compare?..., #/gate?..., #/history?...)
  * so every view has a link. It keeps routing and charts only: the report's and a comparison's
  * tables and notes are documents the coordinator serves (report/results-view.ts,
  * compare/view.ts), rendered by the exporter that renders the HTML report
@@ -314,7 +314,11 @@ async function matrixView(id: string): Promise<void> {
 
 // ---- compare -------------------------------------------------------------------------------
 
-async function compareView(params: URLSearchParams): Promise<void> {
+/**
+ * Compare, or with `gate` the regression gate of the same two sides (`fsbench gate`): the gate
+ * adds its limit and the choice to leave out disturbed runs, and shows its verdict's document.
+ */
+async function compareView(params: URLSearchParams, mode: 'compare' | 'gate' = 'compare'): Promise<void> {
   const { matrices } = await api('/v1/matrices', Matrices);
   const field = (label: string, input: HTMLElement) => h('label', {}, label, input);
   const matrixSelect = (name: string, value: string | null) =>
@@ -333,26 +337,37 @@ async function compareView(params: URLSearchParams): Promise<void> {
     field('candidate ', matrixSelect('candidate', params.get('candidate'))),
     field('machine ', text('candidateMachine', 'any')),
     field('metrics ', text('metric', 'headline metrics')),
-    h('button', { type: 'submit' }, 'Compare'),
+    mode === 'gate' ? field('limit ', text('maxRegression', '5%')) : null,
+    mode === 'gate'
+      ? field('leave out disturbed runs ', h('input', { type: 'checkbox', name: 'excludeFlagged', value: 'true', checked: params.get('excludeFlagged') === 'true' }))
+      : null,
+    h('button', { type: 'submit' }, mode === 'gate' ? 'Gate' : 'Compare'),
   );
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     const q = new URLSearchParams();
     for (const [k, v] of new FormData(form)) if (typeof v === 'string' && v.trim() !== '') q.set(k, v.trim());
-    location.hash = `#/compare?${q.toString()}`;
+    location.hash = `#/${mode}?${q.toString()}`;
   });
-  const out = h('div', { id: 'compare-result' });
+  const out = h('div', { id: `${mode}-result` });
   show(
-    h('h2', {}, 'Compare'),
-    h('p', { class: 'hint' }, 'Two matrices, or one matrix on two machines, cell by cell: medians, delta, a 95% interval for the ratio and a Mann-Whitney p-value. Green and red deltas are significant at 0.05; grey ~ is not.'),
+    h('h2', {}, mode === 'gate' ? 'Gate' : 'Compare'),
+    h(
+      'p',
+      { class: 'hint' },
+      mode === 'gate'
+        ? 'Does the candidate regress? A cell-metric fails only when it moved its bad way by more than the limit, significantly (Mann-Whitney p < 0.05 and the ratio\'s interval wholly on the bad side); each row says the smallest change its runs could have seen.'
+        : 'Two matrices, or one matrix on two machines, cell by cell: medians, delta, a 95% interval for the ratio and a Mann-Whitney p-value. Green and red deltas are significant at 0.05; grey ~ is not.',
+    ),
     form,
     out,
   );
   if (!params.get('baseline')) return;
   const q = new URLSearchParams(params);
   q.set('format', 'document');
-  const { document: doc } = await api(`/v1/compare?${q.toString()}`, Documented);
-  out.replaceChildren(fromHtml(preambleHtml(doc)), fromHtml(docHtml(doc)));
+  const { document: doc } = await api(`/v1/${mode}?${q.toString()}`, Documented);
+  // The title carries what was compared and, for the gate, its verdict.
+  out.replaceChildren(h('h3', { class: 'doc-title' }, doc.title), fromHtml(preambleHtml(doc)), fromHtml(docHtml(doc)));
 }
 
 // ---- history -------------------------------------------------------------------------------
@@ -410,6 +425,7 @@ async function route(): Promise<void> {
     else if (path === '/agents') await agentsView();
     else if (path.startsWith('/matrix/')) await matrixView(decodeURIComponent(path.slice('/matrix/'.length)));
     else if (path === '/compare') await compareView(new URLSearchParams(query));
+    else if (path === '/gate') await compareView(new URLSearchParams(query), 'gate');
     else if (path === '/history') await historyView(new URLSearchParams(query));
     else show(h('p', {}, `No page ${path}.`));
     document.body.dataset['ready'] = path;

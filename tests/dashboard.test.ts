@@ -426,6 +426,20 @@ describe('dashboard in headless Chromium', () => {
     expect(problems()).toEqual([]);
   });
 
+  it('shows the gate: a slower candidate fails, naming its cells, and a looser limit passes it', async () => {
+    // The laptop is the server less its 25% at small buffers: 20% slower there, the same elsewhere.
+    await open(`#/gate?baseline=${ids['server'] ?? ''}&candidate=${ids['laptop'] ?? ''}&metric=eventsPerSec`);
+    const text = await page().locator('#gate-result').innerText();
+    expect(text).toMatch(/gate: .* -> .*: FAIL/);
+    const regressions = text.split('\n').filter((l) => /^regression\s/.test(l));
+    expect(regressions.length).toBeGreaterThan(0);
+    for (const l of regressions) expect(l).toMatch(/bufferBytes=(1|2|4)KiB/);
+    expect(text).toMatch(/REGRESSION eventsPerSec files=\d+ bufferBytes=\dKiB/);
+    await open(`#/gate?baseline=${ids['server'] ?? ''}&candidate=${ids['laptop'] ?? ''}&metric=eventsPerSec&maxRegression=30%25`);
+    expect(await page().locator('#gate-result').innerText()).toMatch(/gate: .* -> .*: PASS/);
+    expect(problems()).toEqual([]);
+  });
+
   it('draws history: each series over the nightly matrices, with its change point marked where the level stepped', async () => {
     const DAY = 24 * 3600 * 1000;
     for (let k = 0; k < 16; k++) {
