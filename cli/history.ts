@@ -6,7 +6,7 @@
  */
 import { Command, Option } from 'commander';
 import { FsbenchError } from '../contract/errors.js';
-import { History, HISTORY_PAGE, paramValueOf, type HistoryQuery } from '../coordinator/history.js';
+import { History, HISTORY_PAGE, paramFilter, type HistoryQuery } from '../coordinator/history.js';
 import { exportableHistory } from '../coordinator/history-view.js';
 import { storeResultSink } from '../coordinator/store-adapter.js';
 import { Store } from '../coordinator/store.js';
@@ -23,29 +23,21 @@ interface HistoryFlags {
   format: FormatName;
 }
 
-function paramsOf(pairs: readonly string[]): Record<string, string | number | boolean> {
-  const out: Record<string, string | number | boolean> = {};
-  for (const p of pairs) {
-    const eq = p.indexOf('=');
-    if (eq <= 0) throw new FsbenchError('CONFIG_INVALID', `--param ${p} is not NAME=VALUE, such as bufferBytes=64KiB`);
-    out[p.slice(0, eq)] = paramValueOf(p.slice(eq + 1));
-  }
-  return out;
-}
-
 async function historyCommand(name: string, files: string[], flags: HistoryFlags): Promise<void> {
   const limit = Number(flags.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > HISTORY_PAGE.max) throw new FsbenchError('CONFIG_INVALID', `--limit ${flags.limit} is not a whole number from 1 to ${String(HISTORY_PAGE.max)}`);
   if (files.length === 0) {
     throw new FsbenchError('CONFIG_INVALID', 'name the result files (.jsonl from `fsbench run --out`) whose history to read');
   }
+  const params = paramFilter(flags.param ?? []);
+  if (!params.ok) throw new FsbenchError('CONFIG_INVALID', `--param ${params.bad} is not NAME=VALUE, such as bufferBytes=64KiB`);
   const query: HistoryQuery = {
     name,
     limit,
     ...(flags.metric === undefined ? {} : { metric: flags.metric }),
     ...(flags.machine === undefined ? {} : { machine: flags.machine }),
     ...(flags.after === undefined ? {} : { after: flags.after }),
-    params: paramsOf(flags.param ?? []),
+    params: params.params,
   };
   const store = Store.open(':memory:');
   try {

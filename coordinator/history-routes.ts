@@ -5,7 +5,7 @@
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
-import { History, HISTORY_PAGE, paramValueOf } from './history.js';
+import { History, HISTORY_PAGE, paramFilter } from './history.js';
 import { exportableHistory } from './history-view.js';
 
 /** `files=128,bufferBytes=64KiB` as parameter values, each as a matrix would spell it. */
@@ -13,16 +13,9 @@ const params = z
   .string()
   .max(2000)
   .transform((s, ctx) => {
-    const out: Record<string, string | number | boolean> = {};
-    for (const pair of s.split(',').filter((p) => p.trim() !== '')) {
-      const eq = pair.indexOf('=');
-      if (eq <= 0) {
-        ctx.addIssue({ code: 'custom', message: `${pair} is not NAME=VALUE, such as files=128` });
-        continue;
-      }
-      out[pair.slice(0, eq).trim()] = paramValueOf(pair.slice(eq + 1));
-    }
-    return out;
+    const f = paramFilter(s.split(',').filter((p) => p.trim() !== ''));
+    if (!f.ok) ctx.addIssue({ code: 'custom', message: `${f.bad} is not NAME=VALUE, such as files=128` });
+    return f.ok ? f.params : {};
   });
 
 export const HistoryQuery = z

@@ -84,10 +84,21 @@ interface SeriesRow {
 const Workload = z.enum(WORKLOAD_NAMES);
 
 /** A parameter value from a flag or a query, as a matrix file would give it: numbers and booleans as such, the rest as words (`64KiB`). */
-export function paramValueOf(text: string): string | number | boolean {
+function paramValueOf(text: string): string | number | boolean {
   const t = text.trim();
   if (/^-?\d+(\.\d+)?$/.test(t)) return Number(t);
   return t === 'true' ? true : t === 'false' ? false : t;
+}
+
+/** `NAME=VALUE` pairs (a flag's, or a query's split at commas) as a cell filter; the first pair that is not one when any. */
+export function paramFilter(pairs: readonly string[]): { ok: true; params: Record<string, string | number | boolean> } | { ok: false; bad: string } {
+  const params: Record<string, string | number | boolean> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) return { ok: false, bad: pair };
+    params[pair.slice(0, eq).trim()] = paramValueOf(pair.slice(eq + 1));
+  }
+  return { ok: true, params };
 }
 
 function seriesKey(machine: string, metric: string, cellKey: string): string {

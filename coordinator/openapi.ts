@@ -127,6 +127,15 @@ const ActionBenchmark = z.array(z.object({ name: z.string(), unit: z.string(), v
 
 /** The text renderings of a report (format=table|md|csv), besides its JSON. */
 const renderings = { 'text/plain': text, 'text/markdown': text, 'text/csv': text };
+/** The query parameters naming the two sides of a comparison: /v1/compare's and /v1/gate's. */
+const SIDES_PARAMS = [
+  { name: 'baseline', in: 'query', required: true, schema: { type: 'string' }, description: 'matrix id' },
+  { name: 'candidate', in: 'query', schema: { type: 'string' }, description: "matrix id (the baseline's when omitted)" },
+  { name: 'baselineMachine', in: 'query', schema: { type: 'string' } },
+  { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
+  { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
+  { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
+];
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
 
 const RETRY_AFTER = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'string', pattern: '^[0-9]+$' } } };
@@ -361,12 +370,7 @@ export function openApiDocument(version: string): JsonSchema {
         get: {
           summary: 'The regression gate: does the candidate regress against the baseline beyond a limit, significantly? (as `fsbench gate`)',
           parameters: [
-            { name: 'baseline', in: 'query', required: true, schema: { type: 'string' }, description: 'matrix id' },
-            { name: 'candidate', in: 'query', schema: { type: 'string' }, description: "matrix id (the baseline's when omitted)" },
-            { name: 'baselineMachine', in: 'query', schema: { type: 'string' } },
-            { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
-            { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
-            { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
+            ...SIDES_PARAMS,
             { name: 'maxRegression', in: 'query', schema: { type: 'string' }, description: "largest move in a metric's bad direction that passes: 5% (the default) or 0.05" },
             { name: 'limit', in: 'query', schema: { type: 'string' }, description: 'comma-separated METRIC=SHARE limits for single metrics' },
             { name: 'excludeFlagged', in: 'query', schema: { enum: ['true', 'false'] }, description: 'leave out runs flagged for interference, and say how many' },
@@ -408,12 +412,7 @@ export function openApiDocument(version: string): JsonSchema {
         get: {
           summary: 'Compare two matrices, or one matrix on two machines, cell by cell',
           parameters: [
-            { name: 'baseline', in: 'query', required: true, schema: { type: 'string' }, description: 'matrix id' },
-            { name: 'candidate', in: 'query', schema: { type: 'string' }, description: "matrix id (the baseline's when omitted)" },
-            { name: 'baselineMachine', in: 'query', schema: { type: 'string' } },
-            { name: 'candidateMachine', in: 'query', schema: { type: 'string' } },
-            { name: 'metric', in: 'query', schema: { type: 'string' }, description: 'comma-separated metric names' },
-            { name: 'alpha', in: 'query', schema: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 0.5 } },
+            ...SIDES_PARAMS,
             { name: 'format', in: 'query', schema: { enum: [...FORMAT_NAMES, 'document'] }, description: "an exporter's format, or `document`: the comparison's tables and notes as a typed document, which the dashboard renders" },
           ],
           responses: {
