@@ -12,6 +12,7 @@ import { CoordinatorClient } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';
+import { waitFor } from './helpers/local.js';
 
 const cluster = useCluster('agent');
 
@@ -110,7 +111,8 @@ describe('runs on an agent', () => {
     events.on('active', () => started++);
     events.on('failed', ({ failedReason }) => reasons.push(failedReason));
     await q.add('run', { matrixId: 'x', cell: { id: 'not-a-cell' } }, { attempts: 3 });
-    for (let i = 0; i < 100 && reasons.length === 0; i++) await sleep(30);
+    // On a busy machine the agent may take seconds to reach the job: wait for its refusal, not a fixed 3 s.
+    await waitFor(() => reasons.length > 0, 20_000, 'the agent to refuse the job');
     // Let a retry, if there were one, start.
     await sleep(300);
     expect(started).toBe(1);
