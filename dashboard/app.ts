@@ -411,6 +411,8 @@ async function historyView(params: URLSearchParams): Promise<void> {
 // ---- routing -------------------------------------------------------------------------------
 
 async function route(): Promise<void> {
+  // Ready again only once this view has loaded (tests and scripts wait on it).
+  delete document.body.dataset['ready'];
   closeView();
   banner.hidden = true;
   const hash = location.hash.replace(/^#/, '') || '/';

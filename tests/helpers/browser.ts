@@ -57,6 +57,9 @@ export async function openBrowser(): Promise<Browser> {
     problems,
     waitFor,
     async open(base, hash) {
+      // A hash change keeps the document, and with it the last view's ready mark: clear it, so
+      // that only the view now opened can set it.
+      await page.evaluate('if (document.body) delete document.body.dataset.ready');
       await page.goto(`${base}/${hash}`);
       const view = hash.replace(/^#/, '').split('?')[0] || '/';
       await waitFor(`['${view}', 'error'].includes(document.body.dataset.ready)`);
