@@ -7,7 +7,8 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { z } from 'zod';
 import { FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
-import { loadSettings, type SettingName } from '../settings/index.js';
+import type { Command } from 'commander';
+import { loadSettings, settingOptions, type SettingName } from '../settings/index.js';
 
 export interface ServerSentEvent {
   readonly event: string;
@@ -166,6 +167,12 @@ export class CoordinatorClient {
 }
 
 /** What the CLI's commands that talk to a coordinator take: where it is, the token, and whether plain HTTP may carry it. */
+/** A command's flags for these settings; a secret's file flag (--token-file) comes with it. */
+export function withSettings(cmd: Command, names: readonly SettingName[]): Command {
+  for (const o of names.flatMap(settingOptions)) cmd.option(o.flags, o.description);
+  return cmd;
+}
+
 export const CLIENT_SETTINGS = ['url', 'token', 'insecureToken'] as const satisfies readonly SettingName[];
 
 /** The CLI's client of the coordinator, from a command's flags and the environment. */

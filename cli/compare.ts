@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { MachineFingerprint } from '../contract/fingerprint.js';
 import { Interference } from '../contract/interference.js';
-import { CellParams } from '../contract/matrix.js';
+import { annotationsWith, CellParams } from '../contract/matrix.js';
 import { WORKLOAD_NAMES } from '../contract/workloads/index.js';
 import { compareSides, readSide, type CompareReport } from '../compare/compare.js';
 import { exportableCompare } from '../compare/view.js';
@@ -181,9 +181,10 @@ export function withSideOptions(cmd: Command): Command {
  */
 const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
 
-async function uploadCommand(file: string, flags: { url?: string; token?: string; tokenFile?: string; insecureToken?: boolean }): Promise<void> {
+async function uploadCommand(file: string, flags: { url?: string; token?: string; tokenFile?: string; insecureToken?: boolean; annotate?: string[] }): Promise<void> {
   const client = clientFromSettings(flags);
-  const runs = await readRunsFile(file);
+  const pairs = flags.annotate ?? [];
+  const runs = (await readRunsFile(file)).map((r) => (pairs.length === 0 ? r : { ...r, annotations: annotationsWith(r.annotations, pairs) }));
   const groups = new Map<string, string[]>();
   for (const r of runs) {
     const key = JSON.stringify([r.fingerprint.machine, r.matrix, r.workload]);
@@ -216,6 +217,7 @@ export function registerCompareCommands(program: Command): void {
     .command('upload')
     .description('send a .jsonl file from `fsbench run --out` to the coordinator, where it joins comparisons (stored once however often it is sent)')
     .argument('<file>', 'the .jsonl file')
+    .option('--annotate <name=value...>', "add to the runs' annotations (repeatable): commit=4f2a9c1")
     .option('--url <url>', 'the coordinator (FSBENCH_URL)')
     .option('--token <token>', 'refused: a command line is readable by every user; use --token-file or FSBENCH_TOKEN')
     .option('--token-file <path>', 'a file holding the bearer token (FSBENCH_TOKEN_FILE, or FSBENCH_TOKEN)')

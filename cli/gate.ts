@@ -1,13 +1,17 @@
 /**
  * `fsbench gate BASELINE CANDIDATE`: the regression gate for CI. Reads two sides as compare
- * does, judges every cell-metric (gate/gate.ts) and writes the verdict in the format the CI
- * reads; a regression exits with the catalog's REGRESSION code (6), after the output is written.
+ * does (files or `matrix:ID`), judges every cell-metric (gate/gate.ts) and writes the verdict in
+ * the format the CI reads; a regression exits with the catalog's REGRESSION code (6), after the
+ * output is written. A side may also be `latest:NAME` or (the baseline) `history:NAME`, which a
+ * coordinator resolves from its history.
  */
 import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { FsbenchError } from '../contract/errors.js';
 import { GATE_FORMATS, renderGate, type GateFormat } from '../gate/export.js';
 import { gate, GATE_DEFAULTS, parseLimits, parseShare } from '../gate/gate.js';
+import { GateReportSchema } from '../gate/schema.js';
+import { clientFromSettings } from './client.js';
 import { readComparison, withSideOptions, type CompareFlags, type Excluded } from './compare.js';
 
 type GateFlags = CompareFlags & {
@@ -18,22 +22,55 @@ type GateFlags = CompareFlags & {
   out?: string;
 };
 
+/** Sides a coordinator resolves from its history: the newest matrix of a name, or a name's runs since its last change. */
+const SERIES = /^(latest|history):/;
+
 async function gateCommand(baseline: string, candidate: string, flags: GateFlags): Promise<void> {
   const maxRegression = parseShare(flags.maxRegression);
   if (maxRegression === null) throw new FsbenchError('CONFIG_INVALID', `--max-regression ${flags.maxRegression} is not a positive share such as 5% or 0.05`);
   const parsed = parseLimits(flags.limit ?? []);
   if (!parsed.ok) throw new FsbenchError('CONFIG_INVALID', `--limit ${parsed.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
+  if (SERIES.test(baseline) || SERIES.test(candidate)) {
+    await gateOnCoordinator(baseline, candidate, flags);
+    return;
+  }
   const limits = parsed.limits;
   const excluded: Excluded | undefined = flags.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
   const report = await readComparison(baseline, candidate, flags, excluded);
   const g = gate(report, { maxRegression, perMetric: limits, ...(excluded ? { excluded } : {}) });
-  const text = renderGate(flags.format, g);
-  if (flags.out === undefined) process.stdout.write(text);
-  else await writeFile(flags.out, text);
-  if (g.verdict === 'fail') {
-    const where = g.rows.filter((r) => r.status === 'regression').map((r) => `${r.row.metric} ${r.row.label}`);
-    throw new FsbenchError('REGRESSION', `${String(where.length)} regression${where.length === 1 ? '' : 's'}: ${where.slice(0, 5).join('; ')}${where.length > 5 ? ' ...' : ''}`);
-  }
+  await writeOut(renderGate(flags.format, g), flags.out);
+  if (g.verdict === 'fail') failed(g.rows.filter((r) => r.status === 'regression').map((r) => `${r.row.metric} ${r.row.label}`));
+}
+
+async function writeOut(text: string, out: string | undefined): Promise<void> {
+  if (out === undefined) process.stdout.write(text);
+  else await writeFile(out, text);
+}
+
+function failed(where: readonly string[]): never {
+  throw new FsbenchError('REGRESSION', `${String(where.length)} regression${where.length === 1 ? '' : 's'}: ${where.slice(0, 5).join('; ')}${where.length > 5 ? ' ...' : ''}`);
+}
+
+/**
+ * `latest:NAME` and `history:NAME` live in a coordinator's history, so the coordinator judges
+ * (`GET /v1/gate`, the same gate): its JSON says the verdict, and the format asked for is its
+ * rendering of the same query.
+ */
+async function gateOnCoordinator(baseline: string, candidate: string, flags: GateFlags): Promise<void> {
+  const client = clientFromSettings(flags);
+  const ref = (side: string) => side.replace(/^matrix:/, '');
+  const q = new URLSearchParams({ baseline: ref(baseline), candidate: ref(candidate), alpha: flags.alpha, maxRegression: flags.maxRegression });
+  const metrics = (flags.metric ?? []).flatMap((m) => m.split(',')).map((m) => m.trim()).filter((m) => m !== '');
+  if (metrics.length > 0) q.set('metric', metrics.join(','));
+  if ((flags.limit ?? []).length > 0) q.set('limit', (flags.limit ?? []).join(','));
+  if (flags.excludeFlagged === true) q.set('excludeFlagged', 'true');
+  if (flags.baselineMachine !== undefined) q.set('baselineMachine', flags.baselineMachine);
+  if (flags.candidateMachine !== undefined) q.set('candidateMachine', flags.candidateMachine);
+  const parsed = GateReportSchema.safeParse(await client.json('GET', `/v1/gate?${q.toString()}&format=json`));
+  if (!parsed.success) throw new FsbenchError('INTERNAL', `the coordinator's gate is not what this fsbench understands: ${parsed.error.issues[0]?.message ?? ''}`);
+  const g = parsed.data;
+  await writeOut(flags.format === 'json' ? `${JSON.stringify(g, null, 2)}\n` : await client.text(`/v1/gate?${q.toString()}&format=${flags.format}`), flags.out);
+  if (g.verdict === 'fail') failed(g.rows.filter((r) => r.status === 'regression').map((r) => `${r.metric} ${r.label}`));
 }
 
 export function registerGateCommands(program: Command): void {

@@ -3,7 +3,7 @@ import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { FsbenchError, messageOf } from '../contract/errors.js';
-import { adaptiveRepetitions, describeCell, expandMatrix, varyingParams, type Matrix } from '../contract/matrix.js';
+import { adaptiveRepetitions, annotationsWith, describeCell, expandMatrix, varyingParams, type Matrix } from '../contract/matrix.js';
 import { parseMatrixText } from '../contract/matrix-text.js';
 import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
 import { metricInfos, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
@@ -50,6 +50,7 @@ function jsonlWriter(file: string | undefined) {
 
 type RunFlags = {
   out?: string;
+  annotate?: string[];
   format: FormatName;
   scratch?: string;
   machine?: string;
@@ -65,7 +66,8 @@ type RunFlags = {
 
 async function runCommand(file: string, flags: RunFlags): Promise<void> {
   const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu'], flags);
-  const matrix = await readMatrixFile(file);
+  const read = await readMatrixFile(file);
+  const matrix: Matrix = { ...read, annotations: annotationsWith(read.annotations, flags.annotate ?? []) };
   const cells = expandMatrix(matrix);
   // A missing native build is reported before any run starts, not as N failed runs.
   for (const program of WORKLOADS[matrix.workload].native) nativeProgram(program);
@@ -169,6 +171,7 @@ export function registerLocalCommands(program: Command): void {
     .description('expand a matrix file (YAML or JSON) and run every cell on this machine')
     .argument('<matrix>', 'matrix file')
     .option('-o, --out <file.jsonl>', 'write every measured run as one JSON line (the file is overwritten)')
+    .option('--annotate <name=value...>', "add to the matrix's annotations, carried by every run (repeatable): commit=4f2a9c1")
     .addOption(new Option('-f, --format <format>', 'summary format on stdout').choices(FORMAT_NAMES).default('table'))
     .option('--scratch <dir>', 'where runs create files and mounts (FSBENCH_SCRATCH)')
     .option('--journal-dir <dir>', 'the journal of host changes (FSBENCH_JOURNAL_DIR)')

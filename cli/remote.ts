@@ -7,13 +7,22 @@ import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { factsLine } from '../compare/machine-facts.js';
 import { FsbenchError, messageOf } from '../contract/errors.js';
+import { annotatedMatrixText } from '../contract/matrix-text.js';
 import { formatDuration, formatSize } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
-import { CLIENT_SETTINGS, clientFromSettings, type CoordinatorClient } from './client.js';
+import { CLIENT_SETTINGS, clientFromSettings, withSettings, type CoordinatorClient } from './client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { formatReadableDuration } from '../report/format.js';
-import { loadSettings, settingOptions, type SettingName } from '../settings/index.js';
+import { loadSettings, type SettingName } from '../settings/index.js';
+import type { LogFields } from '../log/index.js';
+
+/**
+ * How long after SIGTERM a service may take to stop beyond an agent's grace period: its own
+ * waits for Redis are bounded at 5 s (coordinator/server.ts, agent/agent.ts), so this is only
+ * reached by something unforeseen.
+ */
+const STOP_BOUND_MS = 15_000;
 
 /** The client commands' lines; the services log through their structured logger instead. */
 const log = (line: string) => {
@@ -35,17 +44,20 @@ const AGENT_SETTINGS = [
   'healthFile',
 ] as const satisfies readonly SettingName[];
 
-function withSettings(cmd: Command, names: readonly SettingName[]): Command {
-  // A secret's file flag (--token-file) comes with it.
-  for (const o of names.flatMap(settingOptions)) cmd.option(o.flags, o.description);
-  return cmd;
-}
-
-/** Resolves once SIGTERM or SIGINT has stopped the service. */
-function untilSignalled(stop: () => Promise<void>, log: (line: string) => void): Promise<void> {
+/**
+ * Resolves once SIGTERM or SIGINT has stopped the service. Its stop waits for Redis only while
+ * Redis answers; should anything else hold it (or keep the event loop alive afterwards), the
+ * process still ends `boundMs` after the signal, with exit code 1 and a line saying so: a
+ * service that ignores SIGTERM only ends with SIGKILL, which skips every clean-up.
+ */
+function untilSignalled(stop: () => Promise<void>, log: (line: string, fields?: LogFields) => void, boundMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const onSignal = (signal: NodeJS.Signals) => {
       log(`${signal}: stopping`);
+      setTimeout(() => {
+        log(`still not stopped ${boundMs / 1000} s after ${signal}: exiting anyway`, { event: 'service.stop-overdue', boundMs });
+        process.exit(1);
+      }, boundMs).unref();
       stop().then(resolve, reject);
     };
     process.once('SIGTERM', onSignal);
@@ -132,9 +144,13 @@ export function registerRemoteCommands(program: Command): void {
     const { startCoordinator } = await import('../coordinator/server.js');
     const logger = await serviceLog('coordinator');
     const c = await startCoordinator(s, logger);
-    await untilSignalled(() => c.stop(), (line) => {
-      logger.info(line);
-    });
+    await untilSignalled(
+      () => c.stop(),
+      (line, fields) => {
+        logger.info(fields ?? {}, line);
+      },
+      STOP_BOUND_MS,
+    );
   });
 
   withSettings(
@@ -171,8 +187,8 @@ export function registerRemoteCommands(program: Command): void {
     const s = loadSettings(AGENT_SETTINGS, opts);
     const { startAgent } = await import('../agent/agent.js');
     const logger = await serviceLog('agent');
-    const agentLog = (line: string) => {
-      logger.info(line);
+    const agentLog = (line: string, fields?: LogFields) => {
+      logger.info(fields ?? {}, line);
     };
     const a = await startAgent(s, agentLog);
     // An enrollment that cannot succeed (this key bound to another host) stops the agent with its error, rather than idling.
@@ -185,12 +201,14 @@ export function registerRemoteCommands(program: Command): void {
         throw err;
       },
     );
-    await Promise.race([untilSignalled(() => a.stop(), agentLog), failed]);
+    // The run in progress gets its grace period to finish, then to undo what it changed.
+    await Promise.race([untilSignalled(() => a.stop(), agentLog, s.stopGrace + STOP_BOUND_MS), failed]);
   });
 
   withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), CLIENT_SETTINGS)
     .argument('<matrix>', 'matrix file')
     .option('--wait', 'follow the progress until the matrix is done')
+    .option('--annotate <name=value...>', "add to the matrix's annotations (repeatable): commit=4f2a9c1")
     .action(async (file: string, opts: Record<string, unknown>) => {
       const client = clientFromSettings(opts);
       let text: string;
@@ -199,8 +217,9 @@ export function registerRemoteCommands(program: Command): void {
       } catch (err) {
         throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${messageOf(err)}`);
       }
+      const pairs = z.array(z.string()).catch([]).parse(opts['annotate']);
       // YAML is a superset of JSON, so one content type serves both kinds of file.
-      const res = await client.fetch('POST', '/v1/matrices', { body: text, contentType: 'application/yaml' });
+      const res = await client.fetch('POST', '/v1/matrices', { body: annotatedMatrixText(text, file, pairs), contentType: 'application/yaml' });
       const m = Submitted.parse(await res.json());
       process.stdout.write(`${m.id}\n`);
       log(`submitted ${m.name} as ${m.id}: ${m.cells} cells, ${m.runs} runs, about ${formatReadableDuration(m.estimatedDurationMs)}`);

@@ -34,8 +34,13 @@ export const HistoryPageSchema = z
                 flagged: z.number().int().describe('runs flagged for interference among the point\'s runs'),
                 kernel: z.string().nullable(),
                 factChanges: z.array(z.string()).describe('machine facts that differ from the previous point, as `fact: before -> after`'),
+                annotations: z.record(z.string(), z.string()).describe("the matrix's annotations (`commit: 4f2a9c1`)"),
+                annotationChanges: z.array(z.string()).describe('annotations that differ from the previous point, as `name: before -> after`'),
               })
               .strict(),
+          ),
+          detectable: Nullable.describe(
+            'the smallest lasting step, relative to the level since the last change, that as many new points again would show as a change (80% power); null with fewer than 2 points since',
           ),
           changes: z.array(
             z

@@ -49,12 +49,44 @@ const Share = z.union([
     .pipe(z.number().gt(0).lt(1)),
 ]);
 
+/**
+ * Facts about a matrix's run that fsbench cannot see for itself: the commit under test, a kernel
+ * build, a ticket. History marks where they change between points; `--annotate k=v` on `run`,
+ * `submit` and `upload` adds to those a matrix file gives.
+ */
+const AnnotationName = z.string().regex(/^[a-z][A-Za-z0-9_.-]{0,63}$/, 'is not an annotation name (a lowercase letter, then letters, digits, . _ -; at most 64)');
+export const Annotations = z
+  .record(AnnotationName, z.string().max(256))
+  .refine((a) => Object.keys(a).length <= 32, 'at most 32 annotations');
+export type Annotations = z.infer<typeof Annotations>;
+
+/** `--annotate` pairs (`commit=4f2a9c1`) over a matrix's own annotations, checked as the matrix's are. */
+export function annotationsWith(base: Annotations | undefined, pairs: readonly string[]): Annotations | undefined {
+  if (pairs.length === 0) return base;
+  const out: Record<string, string> = { ...base };
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    const name = pair.slice(0, eq).trim();
+    // Checked before it is used as a key: `__proto__` would otherwise vanish instead of being refused.
+    if (eq <= 0 || !AnnotationName.safeParse(name).success) throw new FsbenchError('CONFIG_INVALID', `--annotate ${pair} is not NAME=VALUE with a name like commit (a lowercase letter, then letters, digits, . _ -)`);
+    out[name] = pair.slice(eq + 1).trim();
+  }
+  const r = Annotations.safeParse(out);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new FsbenchError('CONFIG_INVALID', `--annotate: ${issue?.path.map(String).join('.') ?? ''} ${issue?.message ?? 'invalid'}`.replace(/\s+/g, ' '));
+  }
+  return r.data;
+}
+
 export const Matrix = z
   .object({
     name: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'must be 1-100 letters, digits, dots, dashes or underscores'),
     description: z.string().max(4000).optional(),
+    /** Free-form facts about this run of the matrix (`commit: 4f2a9c1`), shown and marked where they change in history. */
+    annotations: Annotations.optional(),
     workload: z.enum(WORKLOAD_NAMES),
     /**
      * Measured runs per cell, or `auto`: each cell runs until the 95% CI of its median is within

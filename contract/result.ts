@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { ERROR_CODE_LIST } from './errors.js';
-import { CellParams, Matrix } from './matrix.js';
+import { Annotations, CellParams, Matrix } from './matrix.js';
 import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
 import { Interference } from './interference.js';
 import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
@@ -40,6 +40,8 @@ const RunBase = z.object({
   limits: InotifyLimits.nullable(),
   /** What else the machine did while the run measured (contract/interference.ts); absent from skipped runs and older results. */
   interference: Interference.optional(),
+  /** The matrix's annotations (`commit: 4f2a9c1`), carried by each run so that a results file or an upload keeps them. */
+  annotations: Annotations.optional(),
 });
 
 export const OkRun = RunBase.extend({

@@ -162,8 +162,9 @@ export function buildApp(d: AppDeps): Express {
   app.use(agentsRouter(d));
 
   const read = requireRead(d.auth);
-  app.use(compareRouter({ source: storeRunSource(d.store), read }));
-  app.use(historyRouter({ history: new History(d.store), read }));
+  const history = new History(d.store);
+  app.use(compareRouter({ source: storeRunSource(d.store), history, read }));
+  app.use(historyRouter({ history, read }));
   app.use(resultsUploadRouter({ sink: storeResultSink(d.store), write: requireWrite(d.auth), maxBody: Math.max(d.limits.maxBody, MAX_UPLOAD_BYTES) }));
   app.use((d.metrics ?? coordinatorMetrics(d)).router);
   app.use(dashboardRouter({ read }));

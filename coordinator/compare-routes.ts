@@ -20,6 +20,8 @@ import { gate, parseLimits, parseShare } from '../gate/gate.js';
 import { exportableGate } from '../gate/view.js';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
 import { parseRunLine, type LineProblem } from '../report/runs-file.js';
+import { canonical } from '../compare/sides.js';
+import type { History } from './history.js';
 import type { ResultSink, RunSource } from './store-adapter.js';
 
 const pass: RequestHandler = (_req, _res, next) => {
@@ -57,9 +59,12 @@ const list = z
 
 export const CompareQuery = z
   .object({
-    /** The baseline matrix id. */
+    /**
+     * The baseline: a matrix id, `latest:NAME` (the newest finished matrix of that name) or
+     * `history:NAME` (each cell's runs in the matrices of that name since its last change point).
+     */
     baseline: z.string().min(1).max(200),
-    /** The candidate matrix id; the baseline's when omitted (then pick two machines). */
+    /** The candidate: a matrix id or `latest:NAME`; the baseline's when omitted (then pick two machines), or with `history:NAME`, `latest:NAME`. */
     candidate: z.string().min(1).max(200).optional(),
     baselineMachine: z.string().min(1).max(200).optional(),
     candidateMachine: z.string().min(1).max(200).optional(),
@@ -73,6 +78,8 @@ export const CompareQuery = z
 
 export interface CompareRouteDeps {
   readonly source: RunSource;
+  /** For `latest:NAME` and `history:NAME` sides. */
+  readonly history?: History;
   /** The coordinator's read guard (requireRead); open when omitted. */
   readonly read?: RequestHandler;
 }
@@ -90,13 +97,42 @@ function* unflagged(runs: Iterable<AggregatableRun>, excluded: Excluded, side: k
   }
 }
 
+/** A side named by its series: `latest:NAME`, the newest finished matrix of that name; `history:NAME` (baseline only), its runs since the last change. */
+const SERIES_REF = /^(latest|history):([A-Za-z0-9][A-Za-z0-9._-]{0,99})$/;
+
+/**
+ * The runs of a `history:NAME` baseline: each machine's and cell's runs in the matrices since its
+ * last change point, newest matrix first and at most MAX_REPETITIONS per cell and machine (older
+ * runs beyond that are left out), all filed under one name so they pool into one side.
+ */
+function* historyRuns(source: RunSource, since: ReturnType<History['since']>, name: string): Generator<AggregatableRun> {
+  const counts = new Map<string, number>();
+  for (const id of since.matrices) {
+    for (const r of source(id, { histograms: false })?.runs ?? []) {
+      const key = `${r.fingerprint.machine}\u0000${canonical(r.params)}`;
+      const n = counts.get(key) ?? 0;
+      if (since.cells.get(key)?.has(id) !== true || n >= MAX_REPETITIONS) continue;
+      counts.set(key, n + 1);
+      yield { ...r, matrix: name };
+    }
+  }
+}
+
 /** The comparison a compare or gate query asks for, of stored matrices; with `excluded`, flagged runs left out and counted. */
-async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>, excluded?: Excluded): Promise<CompareReport> {
-  const load = (id: string) => {
+async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>, excluded?: Excluded, history?: History): Promise<CompareReport> {
+  const load = (ref: string) => {
+    const series = SERIES_REF.exec(ref);
+    let id = ref;
+    if (series?.[1] === 'latest' && series[2] !== undefined) {
+      id = history?.latest(series[2]) ?? '';
+      if (id === '') throw new FsbenchError('NOT_FOUND', `no finished matrix named ${series[2]}`);
+    }
     const m = source(id, { histograms: false });
-    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${id}`);
+    if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${ref}`);
     return m;
   };
+  const fromHistory = SERIES_REF.exec(q.baseline);
+  if (fromHistory?.[1] === 'history' && fromHistory[2] !== undefined) return compareWithHistory(source, q, fromHistory[2], load, excluded, history);
   const a = load(q.baseline);
   const b = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
   if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
@@ -121,6 +157,40 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
     // Stored runs carry only the facts aggregation keeps: the facts that differ come from the whole fingerprints.
     baselineFingerprintOf: a.fingerprintOf,
     candidateFingerprintOf: (b ?? a).fingerprintOf,
+  });
+}
+
+/** `baseline=history:NAME`: the candidate (the newest matrix of NAME unless named) against its series since their last change. */
+function compareWithHistory(
+  source: RunSource,
+  q: z.infer<typeof CompareQuery>,
+  name: string,
+  load: (ref: string) => NonNullable<ReturnType<RunSource>>,
+  excluded?: Excluded,
+  history?: History,
+): Promise<CompareReport> {
+  if (!history) throw new FsbenchError('INTERNAL', 'this coordinator keeps no history to compare with');
+  const b = load(q.candidate ?? `latest:${name}`);
+  const since = history.since(name, b.id);
+  if (since.matrices.length === 0) throw new FsbenchError('NOT_FOUND', `no finished matrix named ${name} besides ${b.id} to compare with`);
+  const newest = source(since.matrices[0] ?? '', { histograms: false });
+  let baselineRuns: Iterable<AggregatableRun> = historyRuns(source, since, `history:${name}`);
+  let candidateRuns: Iterable<AggregatableRun> = bounded(b.runs, b.id);
+  if (excluded) {
+    baselineRuns = unflagged(baselineRuns, excluded, 'baseline');
+    candidateRuns = unflagged(candidateRuns, excluded, 'candidate');
+  }
+  // The baseline's runs come from several matrices, so not grouped by cell: both sides are kept whole.
+  return compareRunSets(baselineRuns, candidateRuns, {
+    ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
+    alpha: q.alpha,
+    cellOrder: b.cellOrder,
+    ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
+    ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
+    baselineName: `${name} since its last change (${String(since.matrices.length)} matri${since.matrices.length === 1 ? 'x' : 'ces'})`,
+    candidateName: `${b.name} (${b.id})`,
+    baselineFingerprintOf: newest?.fingerprintOf ?? (() => null),
+    candidateFingerprintOf: b.fingerprintOf,
   });
 }
 
@@ -149,7 +219,7 @@ export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
   router.get('/v1/compare', deps.read ?? pass, async (req, res) => {
     const q = CompareQuery.parse(req.query);
-    const out = exportableCompare(await compareStored(deps.source, q));
+    const out = exportableCompare(await compareStored(deps.source, q, undefined, deps.history));
     if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
     else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
   });
@@ -162,7 +232,7 @@ export function compareRouter(deps: CompareRouteDeps): Router {
     const limits = parseLimits(q.limit ?? []);
     if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
     const excluded = q.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
-    const report = await compareStored(deps.source, { ...q, format: 'json' }, excluded);
+    const report = await compareStored(deps.source, { ...q, format: 'json' }, excluded, deps.history);
     const g = gate(report, { ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }), perMetric: limits.limits, ...(excluded ? { excluded } : {}) });
     if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: exportableGate(g).doc() }));
     else res.type(GATE_CONTENT_TYPES[q.format]).send(renderGate(q.format, g));

@@ -20,9 +20,10 @@ import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/inde
 import type { HistoryChange, HistoryPage, HistoryPoint, HistorySeries } from '../contract/history.js';
 import { z } from 'zod';
 import { aggregateRuns } from '../stats/aggregate.js';
-import { changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
+import { CHANGE_POINT_DEFAULTS, changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
+import { detectableShift } from '../stats/power.js';
 import { ratioConfidenceInterval } from '../stats/ratio-ci.js';
-import { median } from '../stats/summary.js';
+import { mean, median, stddev } from '../stats/summary.js';
 import { storeRunSource } from './store-adapter.js';
 import type { Store } from './store.js';
 
@@ -156,6 +157,54 @@ export class History {
     }
   }
 
+  /** The newest finished matrix named `name`, by its first run's start: the gate's `latest:NAME`. */
+  latest(name: string): string | undefined {
+    this.summarise(name);
+    return this.store.db
+      .prepare<[string], { matrix_id: string }>(
+        `SELECT p.matrix_id FROM history_series_points p JOIN history_series s ON s.id = p.series_id
+         WHERE s.name = ? ORDER BY p.at DESC, p.matrix_id DESC LIMIT 1`,
+      )
+      .get(name)?.matrix_id;
+  }
+
+  /**
+   * The gate's `history:NAME` baseline: for each machine and cell, the matrices named `name` since
+   * the last change point of any of its headline series, `exclude` (the candidate) left out of
+   * the series before its change points are sought. `cells` is keyed by `machine \0 cell key`;
+   * `matrices` lists every matrix any cell keeps, newest first.
+   */
+  since(name: string, exclude: string, options: ChangePointOptions = {}): { readonly cells: Map<string, Set<string>>; readonly matrices: readonly string[] } {
+    this.summarise(name);
+    const db = this.store.db;
+    const series = db.prepare<[string], { id: number; machine: string; cell_key: string }>('SELECT id, machine, cell_key FROM history_series WHERE name = ?').all(name);
+    const points = db.prepare<[number, string], { matrix_id: string; at: string; median: number }>(
+      'SELECT matrix_id, at, median FROM history_series_points WHERE series_id = ? AND matrix_id <> ? ORDER BY at, matrix_id',
+    );
+    // Per machine and cell: the latest start of a stretch without a change, over its metrics, and every point.
+    const cells = new Map<string, { from: string; points: { matrix_id: string; at: string }[] }>();
+    for (const sr of series) {
+      const pts = points.all(sr.id, exclude);
+      const last = changePoints(
+        pts.map((p) => p.median),
+        options,
+      ).at(-1);
+      const from = pts[last?.index ?? 0]?.at ?? '';
+      const key = `${sr.machine}\u0000${sr.cell_key}`;
+      const cell = cells.get(key);
+      if (!cell) cells.set(key, { from, points: pts });
+      else if (from > cell.from) cell.from = from;
+    }
+    const started = new Map<string, string>();
+    const out = new Map<string, Set<string>>();
+    for (const [key, c] of cells) {
+      const kept = c.points.filter((p) => p.at >= c.from);
+      for (const p of kept) started.set(p.matrix_id, p.at);
+      out.set(key, new Set(kept.map((p) => p.matrix_id)));
+    }
+    return { cells: out, matrices: [...started].sort((a, b) => (a[1] < b[1] ? 1 : a[1] > b[1] ? -1 : 0)).map(([id]) => id) };
+  }
+
   /** One page of the series of matrix `name`, with their change points. */
   series(q: HistoryQuery): HistoryPage {
     this.summarise(q.name);
@@ -200,17 +249,35 @@ export class History {
       }
       return fingerprints.get(hash) ?? null;
     };
+    // The matrices' annotations (the commit under test, a kernel build): one read per matrix of the page.
+    const annotationsOf = new Map<string, Readonly<Record<string, string>>>();
+    const annotations = (matrixId: string): Readonly<Record<string, string>> => {
+      let a = annotationsOf.get(matrixId);
+      if (a === undefined) {
+        a = this.store.getMatrix(matrixId)?.spec.annotations ?? {};
+        annotationsOf.set(matrixId, a);
+      }
+      return a;
+    };
     const series = page.map((k): HistorySeries => {
       let previous: { hash: string; fp: MachineFingerprint } | null = null;
+      let previousAnnotations: Readonly<Record<string, string>> | null = null;
       const pts = points.all(k.id).map((r): HistoryPoint => {
         const fp = fingerprint(r.fingerprint_hash);
         // Most points share their machine's fingerprint with the one before: nothing to compare.
         const changes =
           previous && fp && r.fingerprint_hash !== previous.hash ? differingFacts(previous.fp, fp).map((d) => `${d.fact}: ${d.a ?? '?'} -> ${d.b ?? '?'}`) : [];
         if (fp && r.fingerprint_hash !== null) previous = { hash: r.fingerprint_hash, fp };
-        return { matrixId: r.matrix_id, at: r.at, n: r.n, median: r.median, ciLow: r.ci_low, ciHigh: r.ci_high, flagged: r.flagged, kernel: fp?.kernel.release ?? null, factChanges: changes };
+        const own = annotations(r.matrix_id);
+        const annotationChanges = previousAnnotations === null ? [] : changedAnnotations(previousAnnotations, own);
+        previousAnnotations = own;
+        return {
+          matrixId: r.matrix_id, at: r.at, n: r.n, median: r.median, ciLow: r.ci_low, ciHigh: r.ci_high, flagged: r.flagged,
+          kernel: fp?.kernel.release ?? null, factChanges: changes, annotations: { ...own }, annotationChanges,
+        };
       });
       const cell = cells.get(k.cell_key);
+      const changes = changesOf(pts, q.changePoints);
       return {
         key: seriesKey(k.machine, k.metric, k.cell_key),
         name: q.name,
@@ -220,12 +287,35 @@ export class History {
         params: cell?.params ?? {},
         label: labels.get(k.cell_key) ?? k.cell_key,
         points: pts,
-        changes: changesOf(pts, q.changePoints),
+        changes,
+        detectable: detectableStep(pts, changes, q.changePoints),
       };
     });
     const last = series.at(-1);
     return { series, next: keys.length > limit && last ? last.key : null };
   }
+}
+
+/**
+ * The smallest lasting step (relative to the level since the last change) that as many new points
+ * again would show as a change at the change-point test's level with 80% power, from the scatter
+ * of the points since the last change: "no change" in a series reads as "no lasting change
+ * larger than this". Null when that stretch has fewer than two points or a level of 0.
+ */
+function detectableStep(points: readonly HistoryPoint[], changes: readonly HistoryChange[], options: ChangePointOptions = {}): number | null {
+  const since = points.slice(changes.at(-1)?.index ?? 0).map((p) => p.median);
+  if (since.length < 2) return null;
+  const level = median(since);
+  if (level === 0 || !Number.isFinite(level)) return null;
+  const alpha = options.maxP ?? CHANGE_POINT_DEFAULTS.maxP;
+  const shift = detectableShift(stddev(since, mean(since)), since.length, since.length, { alpha, test: 't' });
+  return Number.isFinite(shift) ? shift / Math.abs(level) : null;
+}
+
+/** `commit: 4f2a9c1 -> 9e0b7d2` for each annotation that differs between two points (absent: `-`). */
+function changedAnnotations(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): string[] {
+  const names = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  return names.filter((n) => before[n] !== after[n]).map((n) => `${n}: ${before[n] ?? '-'} -> ${after[n] ?? '-'}`);
 }
 
 /** Labels naming only the parameters that vary among the cells shown. */
@@ -261,6 +351,7 @@ function changesOf(points: readonly HistoryPoint[], options: ChangePointOptions 
     const why = [
       ...around.filter((p) => p.flagged > 0).map((p) => `matrix ${p.matrixId} has ${String(p.flagged)} of ${String(p.n)} runs flagged for interference`),
       ...(right[0]?.factChanges.map((f) => `the machine changed: ${f}`) ?? []),
+      ...(right[0]?.annotationChanges.map((a) => `the annotations changed: ${a}`) ?? []),
     ];
     const at = points[cp.index];
     return {

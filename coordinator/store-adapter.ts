@@ -166,9 +166,12 @@ export function storeResultSink(store: Store): ResultSink {
           const cells = new Map<string, Cell>();
           for (const r of group) if (!cells.has(r.cellId)) cells.set(r.cellId, { id: r.cellId, workload: r.workload, params: r.params });
           const repetitions = Math.min(1000, Math.max(1, ...group.map((r) => r.repetition + 1)));
+          // Every run of a matrix carries the same annotations; the first's stand for the matrix.
+          const annotations = group.find((r) => r.annotations !== undefined)?.annotations;
           const spec: Matrix = {
             name: first.matrix,
             description: `uploaded from ${first.fingerprint.machine}`,
+            ...(annotations === undefined ? {} : { annotations }),
             workload: first.workload,
             repetitions,
             order: 'interleaved',

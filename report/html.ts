@@ -10,8 +10,9 @@
  * results is escaped by the exporter, and the charts (their specs, chosen here) sit in a JSON
  * block whose `<` are escaped, so no value can end an element or start one.
  */
-import { chartInput, chartsOf, MAX_CHART_CELLS } from './charts.js';
+import { chartInput, chartsOf, MAX_CHART_CELLS, type Charts } from './charts.js';
 import { docHtml, el, preambleHtml, text } from './export/html.js';
+import type { Doc } from './export/index.js';
 import type { Report } from './model.js';
 import { pageDoc } from './results-view.js';
 import type { HtmlAssets } from './html-assets.js';
@@ -33,46 +34,63 @@ function jsonBlock(value: unknown): string {
   return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
-function chartsSection(report: Report): string {
-  const cut = report.cells.length > MAX_CHART_CELLS ? text('p', { class: 'hint capped' }, `The charts draw the first ${MAX_CHART_CELLS} of ${report.cells.length} cells.`) : '';
+function chartsSection(capped: string | null): string {
   return el(
     'section',
     { id: 'charts-section' },
     text('h3', {}, 'Charts'),
-    cut,
+    capped === null ? '' : text('p', { class: 'hint capped' }, capped),
     el('div', { class: 'charts', id: 'charts' }, el('noscript', {}, text('p', {}, 'The charts need JavaScript; the tables below hold every number they draw.'))),
   );
 }
 
-/** The whole page. `assets` from htmlAssets(): the inline scripts and style whose hashes reportCsp allows. */
-export function renderHtmlReport(report: Report, assets: HtmlAssets, options: HtmlOptions = {}): string {
-  const doc = pageDoc(report, MAX_HTML_CELLS);
+/** What one page shows: a document, with the charts above it. */
+export interface HtmlPage {
+  readonly title: string;
+  /** The page's heading, above the title: `fsbench report`, `fsbench history`. */
+  readonly heading: string;
+  readonly doc: Doc;
+  readonly charts: Charts;
+  /** Said above the charts when they draw only part of what the tables list. */
+  readonly capped?: string | null;
+}
+
+/**
+ * A whole page. `assets` from htmlAssets(): the inline scripts and style whose hashes reportCsp
+ * allows. The charts first: the notes (the document's first section) explain what they show.
+ */
+export function renderHtmlPage(page: HtmlPage, assets: HtmlAssets, options: HtmlOptions = {}): string {
   const made = `Made by fsbench${options.version ? ` ${options.version}` : ''}${options.source ? ` from ${options.source}` : ''}. This file needs no network: the charts, their data and Chart.js are inside it.`;
   const head = el(
     'div',
     { class: 'report-head' },
-    text('h2', {}, report.title),
+    text('h2', {}, page.title),
     options.description ? text('p', { class: 'hint description' }, options.description) : '',
-    preambleHtml(doc),
+    preambleHtml(page.doc),
     text('p', { class: 'hint' }, made),
   );
   return [
     '<!doctype html>',
     '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">',
-    text('title', {}, `fsbench: ${report.title}`),
+    text('title', {}, `fsbench: ${page.title}`),
     // Browsers ask for /favicon.ico without one; a data: URL keeps the page off the network.
     '<link rel="icon" href="data:,">',
     `<style>${assets.style}</style>`,
     '</head><body data-ready="static">',
-    el('header', {}, el('h1', {}, 'fsbench report')),
-    // The charts first: the notes (the document's first section) explain what they show.
-    el('main', {}, head, chartsSection(report), docHtml(doc)),
-    `<script type="application/json" id="fsbench-data">${jsonBlock(chartsOf(chartInput(report)))}</script>`,
+    el('header', {}, text('h1', {}, page.heading)),
+    el('main', {}, head, chartsSection(page.capped ?? null), docHtml(page.doc)),
+    `<script type="application/json" id="fsbench-data">${jsonBlock(page.charts)}</script>`,
     `<script>${assets.chartJs}</script>`,
     `<script type="module">${assets.script}</script>`,
     '</body></html>',
     '',
   ].join('\n');
+}
+
+/** A matrix's report as a page: what the dashboard's matrix view shows. */
+export function renderHtmlReport(report: Report, assets: HtmlAssets, options: HtmlOptions = {}): string {
+  const capped = report.cells.length > MAX_CHART_CELLS ? `The charts draw the first ${MAX_CHART_CELLS} of ${report.cells.length} cells.` : null;
+  return renderHtmlPage({ title: report.title, heading: 'fsbench report', doc: pageDoc(report, MAX_HTML_CELLS), charts: chartsOf(chartInput(report)), capped }, assets, options);
 }
 
 /**

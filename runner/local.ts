@@ -142,7 +142,8 @@ async function runWithJournal(o: LocalRunOptions, journal: Journal): Promise<Run
     o.onProgress?.({ cellIndex, cells: o.cells.length, runsDone, runsTotal, phase, repetition, elapsedMs, etaMs });
   };
   const emit = async (run: RunResult) => {
-    const withInfo: RunResult = run.state === 'ok' ? { ...run, info: { ...run.info, ...recorded, position: position++ } } : run;
+    const annotated: RunResult = matrix.annotations === undefined || Object.keys(matrix.annotations).length === 0 ? run : { ...run, annotations: matrix.annotations };
+    const withInfo: RunResult = annotated.state === 'ok' ? { ...annotated, info: { ...annotated.info, ...recorded, position: position++ } } : annotated;
     results.push(withInfo);
     await o.onResult(withInfo);
   };

@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import express from 'express';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +28,7 @@ import { Store } from '../coordinator/store.js';
 import { dashboardRouter } from '../coordinator/dashboard.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';
+import { freshCli, runCli } from './helpers/local.js';
 import { announcementOf, loadOrCreateAgentKey } from '../agent/identity.js';
 import { Enrollment } from '../coordinator/enrollment.js';
 import { agentKeysKey } from '../queue/keys.js';
@@ -453,22 +455,45 @@ describe('dashboard in headless Chromium', () => {
       await upload(runs.map((r) => ({ ...r, startedAt: new Date(Date.parse(r.startedAt) + k * DAY).toISOString() })));
     }
     await open('#/history?name=nightly&metric=eventsPerSec');
-    const charts = z
-      .array(z.object({ series: z.string(), changes: z.string(), points: z.number(), title: z.string() }))
-      .parse(
-        await page().evaluate(`[...document.querySelectorAll('#history-result figure')].map((f) => {
-          const chart = Chart.getChart(f.querySelector('canvas'));
-          return { series: f.dataset.series, changes: f.dataset.changes, points: chart ? chart.data.datasets[0].data.filter((v) => v !== null).length : -1, title: f.querySelector('figcaption').innerText };
-        })`),
-      );
+    const drawn = async (selector: string) =>
+      z
+        .array(z.object({ series: z.string(), changes: z.string(), points: z.number(), title: z.string() }))
+        .parse(
+          await page().evaluate(`[...document.querySelectorAll('${selector}')].map((f) => {
+            const chart = Chart.getChart(f.querySelector('canvas'));
+            return { series: f.dataset.series, changes: f.dataset.changes, points: chart ? chart.data.datasets[0].data.filter((v) => v !== null).length : -1, title: f.querySelector('figcaption').innerText };
+          })`),
+        );
+    const charts = await drawn('#history-result figure');
     expect(charts.map((c) => [c.title.split('\n')[0]?.split(' laptop')[0], c.changes, c.points])).toEqual([
       ['eventsPerSec files=128', '9', 16],
       ['eventsPerSec files=64', '', 16],
     ]);
     const table = await page().locator('#history-result table').first().innerText();
-    expect(table).toMatch(/files=128\s+16\s+\S+\s+\d{4}-\d\d-\d\d \+\d\d\.\d+%/);
-    expect(table).toMatch(/files=64\s+16\s+\S+\s+none/);
+    expect(table).toMatch(/files=128\s+16\s+\S+\s+\d\.\d+%\s+\d{4}-\d\d-\d\d \+\d\d\.\d+%/);
+    expect(table).toMatch(/files=64\s+16\s+\S+\s+\d\.\d+%\s+none/);
     expect(problems()).toEqual([]);
+
+    // The same history as one HTML page that opens offline, made by `fsbench history` from this
+    // coordinator: the same charts, and every point listed with the change marked.
+    await freshCli();
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-history-html-'));
+    try {
+      const file = path.join(dir, 'history.html');
+      const made = await runCli(['history', 'nightly', '--metric', 'eventsPerSec', '--url', base, '--html', file]);
+      expect(made.stderr).toMatch(/history\.html: 2 series, \d+ KiB/);
+      expect(made.code).toBe(0);
+      await page().goto(pathToFileURL(file).href);
+      await browser.waitFor(`['report', 'error'].includes(document.body.dataset.ready)`);
+      expect(await page().evaluate('document.body.dataset.ready')).toBe('report');
+      expect(await drawn('#charts figure')).toEqual(charts);
+      const points = await page().locator('main table').nth(1).innerText();
+      expect(points.split('\n').filter((l) => /^\d{4}-\d\d-\d\d /.test(l))).toHaveLength(16);
+      expect(points).toMatch(/change \+\d\d\.\d+%/);
+      expect(problems()).toEqual([]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('follows a running matrix live through server-sent events', async () => {

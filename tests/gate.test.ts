@@ -16,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { compareRouter } from '../coordinator/compare-routes.js';
 import { errorHandler } from '../coordinator/errors.js';
+import { History } from '../coordinator/history.js';
 import { storeResultSink, storeRunSource } from '../coordinator/store-adapter.js';
 import { Store } from '../coordinator/store.js';
 import { gate } from '../gate/gate.js';
@@ -144,6 +145,60 @@ describe('GET /v1/gate', () => {
       store.close();
     }
   });
+});
+
+describe('the gate against a series', () => {
+  const DAY = 24 * 3600 * 1000;
+  /** Night `k` of the matrix `nightly` on the CI runner, with 5 runs a cell, started k days after the first. */
+  const night = (k: number, effect: (c: Cell) => number) =>
+    syntheticRuns({ matrix: { ...MATRIX, name: 'nightly', repetitions: 5 }, machine: { machine: 'ci-runner' }, seed: 200 + k, noise: 0.03, effect }).map((r) => ({
+      ...r,
+      startedAt: new Date(Date.parse(r.startedAt) + k * DAY).toISOString(),
+      finishedAt: new Date(Date.parse(r.finishedAt) + k * DAY).toISOString(),
+    }));
+
+  it('gates the newest matrix against its history since the last change: history:NAME and latest:NAME, in GET /v1/gate and fsbench gate', async () => {
+    const store = Store.open(':memory:');
+    const sink = storeResultSink(store);
+    // Everything got 30% faster from night 8 (a kernel upgrade, say): the older nights are not the baseline.
+    const faster = (k: number) => (k >= 8 ? 1.3 : 1);
+    for (let k = 0; k < 16; k++) sink.importRuns(night(k, () => faster(k)));
+    const app = express();
+    app.use(compareRouter({ source: storeRunSource(store), history: new History(store) }));
+    app.use(errorHandler(() => undefined));
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
+      const gateOfSeries = async () => GateReportSchema.parse(await (await fetch(`${base}/v1/gate?baseline=history:nightly&candidate=latest:nightly&metric=eventsPerSec`)).json());
+      const quiet = await gateOfSeries();
+      // The newest night against nights 8-14: 7 matrices, 35 runs a cell, all after the step.
+      expect(quiet.baseline.name).toBe('nightly since its last change (7 matrices)');
+      expect(quiet.rows.map((r) => r.baseline.n)).toEqual([35, 35, 35]);
+      expect(quiet.verdict).toBe('pass');
+
+      // Night 16 is 25% slower in one cell than the nights since the step (yet faster than before it).
+      const [slow] = sink.importRuns(night(16, (c) => 1.3 * (c.params['files'] === 128 ? 0.75 : 1))).matrices;
+      const g = await gateOfSeries();
+      expect(g.candidate.name).toBe(`nightly (${slow?.id ?? ''})`);
+      expect(g.verdict).toBe('fail');
+      expect(g.rows.filter((r) => r.status === 'regression').map((r) => r.label)).toEqual(['files=128']);
+
+      await freshCli();
+      const cli = await runCli(['gate', 'history:nightly', 'latest:nightly', '--metric', 'eventsPerSec', '--format', 'junit', '--url', base]);
+      expect(cli.code).toBe(6);
+      expect(cli.stdout).toMatch(/<testcase name="files=128 \[ci-runner\]" classname="fsbench\.inotify\.eventsPerSec">\n\s*<failure message="worse by/);
+      expect(cli.stderr).toMatch(/^fsbench: 1 regression: eventsPerSec files=128 \[REGRESSION\]$/m);
+      const loose = await runCli(['gate', 'history:nightly', 'latest:nightly', '--metric', 'eventsPerSec', '--max-regression', '30%', '--url', base]);
+      expect(loose.code).toBe(0);
+      expect(loose.stdout).toMatch(/^gate: nightly since its last change \(8 matrices\) -> nightly \(\S+\): PASS$/m);
+      const none = await runCli(['gate', 'history:weekly', 'latest:weekly', '--url', base]);
+      expect([none.code, none.stderr]).toEqual([5, expect.stringMatching(/no finished matrix named weekly \[NOT_FOUND\]/)]);
+    } finally {
+      server.close();
+      store.close();
+    }
+  }, 120_000);
 });
 
 describe('fsbench gate', () => {

@@ -29,6 +29,8 @@ interface Night {
   readonly kernel?: string;
   /** Outside CPU use of every run of the cells it returns true for (flags them above 0.1). */
   readonly disturbed?: (c: Cell) => boolean;
+  /** What `fsbench upload --annotate` adds to every run of the night. */
+  readonly annotations?: Record<string, string>;
 }
 
 /** Night `k`'s runs: the same matrix name, started k days after the first. */
@@ -44,7 +46,7 @@ function night(k: number, o: Night = {}): RunResult[] {
   return runs.map((r) => {
     const cell: Cell = { id: r.cellId, workload: r.workload, params: r.params };
     const fingerprint = o.kernel ? { ...r.fingerprint, kernel: { ...r.fingerprint.kernel, release: o.kernel } } : r.fingerprint;
-    const moved = { ...r, startedAt: shift(r.startedAt), finishedAt: shift(r.finishedAt), fingerprint };
+    const moved = { ...r, startedAt: shift(r.startedAt), finishedAt: shift(r.finishedAt), fingerprint, ...(o.annotations ? { annotations: o.annotations } : {}) };
     return o.disturbed?.(cell) === true && moved.state === 'ok' ? { ...moved, interference: syntheticInterference(0.6) } : moved;
   });
 }
@@ -62,7 +64,10 @@ describe('history', () => {
     const sink = storeResultSink(store);
     const ids: string[] = [];
     for (let k = 0; k < NIGHTS; k++) {
-      const imported = sink.importRuns(night(k, { effect: (c) => (c.params['files'] === 128 && k >= 12 ? 1.25 : 1), ...(k >= 15 ? { kernel: '6.12.9' } : {}) }));
+      const commit = k >= 12 ? 'b7e1d09' : 'a3f5c21';
+      const imported = sink.importRuns(
+        night(k, { effect: (c) => (c.params['files'] === 128 && k >= 12 ? 1.25 : 1), ...(k >= 15 ? { kernel: '6.12.9' } : {}), annotations: { commit, night: String(k) } }),
+      );
       expect(imported.matrices).toHaveLength(1);
       ids.push(imported.matrices[0]?.id ?? '');
     }
@@ -87,6 +92,40 @@ describe('history', () => {
     const marked = stepped?.points.flatMap((p, i) => (p.factChanges.length > 0 ? [[i, p.factChanges]] : [])) ?? [];
     expect(marked).toEqual([[15, ['kernel: 6.1.0-synthetic -> 6.12.9']]]);
     expect(stepped?.points[15]?.kernel).toBe('6.12.9');
+
+    // The annotations each night's upload carried, and where the commit changed: at the step, which says so.
+    expect(stepped?.points[3]?.annotations).toEqual({ commit: 'a3f5c21', night: '3' });
+    expect(stepped?.points[0]?.annotationChanges).toEqual([]);
+    expect(stepped?.points[12]?.annotationChanges).toEqual(['commit: a3f5c21 -> b7e1d09', 'night: 11 -> 12']);
+    expect(stepped?.points[13]?.annotationChanges).toEqual(['night: 12 -> 13']);
+    expect(change?.why).toContain('the annotations changed: commit: a3f5c21 -> b7e1d09');
+
+    // Each series states the smallest lasting step it would have shown: for 2% noise, a few percent,
+    // well below the 25% found; the step the noisy series did not show was smaller than theirs.
+    for (const s of page.series) {
+      expect(s.detectable).toBeGreaterThan(0.005);
+      expect(s.detectable).toBeLessThan(0.1);
+    }
+  });
+
+  it("states a series' detectable step honestly: a step of twice it is found, one of a fifth is not", () => {
+    const sink = storeResultSink(store);
+    for (let k = 0; k < NIGHTS; k++) sink.importRuns(night(k));
+    const quiet = new History(store).series({ name: 'nightly', metric: 'eventsPerSec', params: { files: 64 } }).series[0];
+    const detectable = quiet?.detectable ?? Number.NaN;
+    expect(quiet?.changes).toEqual([]);
+    expect(detectable).toBeGreaterThan(0);
+    for (const [factor, found] of [[2, 1], [0.2, 0]] as const) {
+      const other = Store.open(':memory:');
+      try {
+        const into = storeResultSink(other);
+        for (let k = 0; k < NIGHTS; k++) into.importRuns(night(k, { effect: (c) => (c.params['files'] === 64 && k >= 10 ? 1 + factor * detectable : 1) }));
+        const s = new History(other).series({ name: 'nightly', metric: 'eventsPerSec', params: { files: 64 } }).series[0];
+        expect([factor, s?.changes.length]).toEqual([factor, found]);
+      } finally {
+        other.close();
+      }
+    }
   });
 
   it('answers GET /v1/history with the same step, as JSON that follows its schema', async () => {
@@ -162,9 +201,9 @@ describe('fsbench history', () => {
     const out = await runCli(['history', 'nightly', ...files, '--metric', 'eventsPerSec']);
     expect(out.stderr).toBe('');
     expect(out.code).toBe(0);
-    expect(out.stdout).toMatch(/files=128 +20 +\S+ +2026-01-13 \+2\d\.\d+% 1\.\d+\.\.1\.\d+ p=/);
-    expect(out.stdout).toMatch(/files=256 +20 +\S+ +none/);
-    expect(out.stdout).toMatch(/files=64 +20 +\S+ +none/);
+    expect(out.stdout).toMatch(/files=128 +20 +\S+ +\d\.\d+% +2026-01-13 \+2\d\.\d+% 1\.\d+\.\.1\.\d+ p=/);
+    expect(out.stdout).toMatch(/files=256 +20 +\S+ +\d\.\d+% +none/);
+    expect(out.stdout).toMatch(/files=64 +20 +\S+ +\d\.\d+% +none/);
     const one = await runCli(['history', 'nightly', ...files, '--metric', 'eventsPerSec', '--param', 'files=128', '--points', '--format', 'md']);
     expect(one.code).toBe(0);
     expect(one.stdout.match(/^\| 2026-01-\d\d /gm)).toHaveLength(NIGHTS);

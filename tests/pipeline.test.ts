@@ -5,12 +5,13 @@
  * JSON, `fsbench results` as JSON, CSV and Markdown, and the dashboard in Chromium. And the notes
  * `fsbench run` prints for a set of runs are the ones the coordinator serves for the same runs.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CoordinatorClient } from '../cli/client.js';
+import { HistoryPageSchema } from '../contract/history.js';
 import type { RunningCoordinator } from '../coordinator/server.js';
 import { formatNumber, formatSize } from '../report/format.js';
 import type { Report } from '../report/model.js';
@@ -239,4 +240,32 @@ describe('fsbench run and the coordinator, on the same runs', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('carries annotations from the matrix file and --annotate through run, upload and submit into history', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-pipeline-annotate-'));
+    try {
+      const file = path.join(dir, 'annotated.yaml');
+      await writeFile(file, 'name: annotated\nworkload: noop\nrepetitions: 2\nwarmup: 0\nplacement: all\nannotations:\n  ticket: FS-12\nparams:\n  value: [1, 2]\n');
+      const out = path.join(dir, 'runs.jsonl');
+      await cli(['run', file, '--out', out, '--no-progress', '--machine', 'gamma', '--scratch', path.join(dir, 'scratch'), '--annotate', 'commit=a3f5c21']);
+      const lines = (await readFile(out, 'utf8')).trim().split('\n');
+      expect(lines).toHaveLength(4);
+      for (const l of lines) expect(z.object({ annotations: z.record(z.string(), z.string()) }).loose().parse(JSON.parse(l)).annotations).toEqual({ ticket: 'FS-12', commit: 'a3f5c21' });
+
+      await cli(['upload', out, '--annotate', 'build=7'], { FSBENCH_URL: coordinator.url });
+      await cli(['submit', file, '--annotate', 'commit=b7e1d09', '--annotate', 'ticket=FS-13', '--wait'], { FSBENCH_URL: coordinator.url });
+      const history = HistoryPageSchema.parse(await client.json('GET', '/v1/history?name=annotated&metric=value'));
+      const byMachine = (m: string) => history.series.find((x) => x.machine === m && x.label === 'value=1')?.points.map((p) => p.annotations);
+      expect(byMachine('gamma')).toEqual([{ ticket: 'FS-12', commit: 'a3f5c21', build: '7' }]);
+      for (const m of MACHINES) expect(byMachine(m)).toEqual([{ ticket: 'FS-13', commit: 'b7e1d09' }]);
+
+      // A name that is not one is refused before anything runs or is sent, naming the flag.
+      for (const args of [['run', file, '--no-progress', '--scratch', path.join(dir, 'scratch')], ['submit', file], ['upload', out]]) {
+        const bad = await runCli([...args, '--annotate', '__proto__=x'], { FSBENCH_URL: coordinator.url });
+        expect([args[0], bad.code, bad.stderr]).toEqual([args[0], 2, expect.stringMatching(/--annotate __proto__=x is not NAME=VALUE .*\[CONFIG_INVALID\]/)]);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 });
