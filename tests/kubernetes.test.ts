@@ -1,0 +1,453 @@
+/**
+ * deploy/kubernetes/ validated offline (no cluster here): rendered as kustomize would, every
+ * object checked against Kubernetes' schemas (kubernetes-models, Kubernetes 1.27) with unknown
+ * fields refused, then fsbench's own rules (tests/helpers/kubernetes.ts). Every rule is shown to
+ * fail on a planted mistake, so a rule that silently stopped looking would be noticed.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile, cp } from 'node:fs/promises';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { z } from 'zod';
+import { PACKAGE_ROOT } from '../host/native.js';
+import { SETTINGS } from '../settings/index.js';
+import { makeTestCertificates, type TestCertificates } from './fixtures/redis-server.js';
+import {
+  configMapValues, containersOf, imageProblems, isObject, networkPolicyProblems, objectId, podSecurityProblems, podsOf, privilegeProblems, referenceProblems,
+  renderKustomization, resourceAndProbeProblems, schemaProblems, serviceProblems, settingNameProblems, type Exemptions, type JsonObject, type K8sObject,
+} from './helpers/kubernetes.js';
+
+const run = promisify(execFile);
+const DEPLOY = path.join(PACKAGE_ROOT, 'deploy/kubernetes');
+const VARIANTS = { base: DEPLOY, 'external-redis': path.join(DEPLOY, 'external-redis') } as const;
+
+// Never the operator's real secrets, should a checkout hold them: the checks need only the keys.
+const render = (dir: string) => renderKustomization(dir, { secretFile: (f) => Buffer.from(`placeholder for ${path.basename(f)}\n`) });
+
+/** What secrets/kustomization.yaml reads: made by the operator, never committed. */
+const SECRET_FILES = ['redis-password', 'api-token', 'job-key.pem', 'job-key.pub.pem'];
+
+const AGENT = 'DaemonSet fsbench-agents/fsbench-agent container agent';
+const EXEMPT: Exemptions = {
+  // A CFS quota would throttle the measured threads: the agent has a memory limit only.
+  noCpuLimit: [AGENT],
+  // Kernel limits under /proc/sys, loop devices, mounts: the one privileged container.
+  privileged: [AGENT],
+};
+
+/** compose.yaml's images with its defaults filled in (`${FSBENCH_IMAGE_TAG:-local}` is `local`). */
+const COMPOSE_IMAGES = (() => {
+  const compose = z.object({ services: z.record(z.string(), z.looseObject({ image: z.string().optional() })) }).parse(parseYaml(readFileSync(path.join(PACKAGE_ROOT, 'compose.yaml'), 'utf8')));
+  return Object.values(compose.services).flatMap((s) => (s.image === undefined ? [] : [s.image.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')]));
+})();
+
+/** Every name fsbench reads a setting by: the variable, and `_FILE` for a secret one. */
+const SETTING_NAMES = new Set(Object.values(SETTINGS).flatMap((s) => ('secret' in s ? [s.env, `${s.env}_FILE`] : [s.env])));
+
+const CHECKS = {
+  schema: schemaProblems,
+  'resources and probes': (o: readonly K8sObject[]) => resourceAndProbeProblems(o, EXEMPT),
+  privilege: (o: readonly K8sObject[]) => privilegeProblems(o, EXEMPT),
+  'pod security': podSecurityProblems,
+  references: referenceProblems,
+  services: serviceProblems,
+  'network policies': networkPolicyProblems,
+  images: (o: readonly K8sObject[]) => imageProblems(o, COMPOSE_IMAGES),
+  'setting names': (o: readonly K8sObject[]) => settingNameProblems(o, SETTING_NAMES),
+} as const;
+
+function find(objects: readonly K8sObject[], id: string): K8sObject {
+  const o = objects.find((x) => objectId(x) === id);
+  if (o === undefined) throw new Error(`${id} is not rendered`);
+  return o;
+}
+
+function container(objects: readonly K8sObject[], owner: string, name: string): JsonObject {
+  const pod = podsOf([find(objects, owner)])[0];
+  const c = pod && containersOf(pod.spec).find(({ container: x }) => x['name'] === name)?.container;
+  if (c === undefined) throw new Error(`${owner} has no container ${name}`);
+  return c;
+}
+
+/** A JSON object at `keys` below `o`, made on the way when missing. */
+function at(o: JsonObject, ...keys: string[]): JsonObject {
+  let cur = o;
+  for (const k of keys) {
+    const next = cur[k];
+    if (isObject(next)) cur = next;
+    else {
+      const made: JsonObject = {};
+      cur[k] = made;
+      cur = made;
+    }
+  }
+  return cur;
+}
+
+const fresh = () => render(DEPLOY);
+
+describe('deploy/kubernetes renders', () => {
+  it('the base: namespaces, coordinator, agents, Redis, policies and generated Secrets', () => {
+    expect(fresh().map(objectId).sort()).toEqual(
+      [
+        'Namespace fsbench',
+        'Namespace fsbench-agents',
+        'ServiceAccount fsbench-agents/fsbench-agent',
+        'ClusterRole fsbench-agent-node-reader',
+        'ClusterRoleBinding fsbench-agent-node-reader',
+        'ConfigMap fsbench-agents/fsbench-agent-labels',
+        'PersistentVolumeClaim fsbench/fsbench-coordinator-data',
+        'Deployment fsbench/fsbench-coordinator',
+        'Service fsbench/fsbench-coordinator',
+        'DaemonSet fsbench-agents/fsbench-agent',
+        'NetworkPolicy fsbench/default-deny-ingress',
+        'NetworkPolicy fsbench-agents/default-deny-ingress',
+        'NetworkPolicy fsbench/fsbench-coordinator',
+        'StatefulSet fsbench/fsbench-redis',
+        'Service fsbench/fsbench-redis',
+        'NetworkPolicy fsbench/fsbench-redis',
+        'ConfigMap fsbench/fsbench-redis',
+        'ConfigMap fsbench-agents/fsbench-redis',
+        'Secret fsbench/fsbench-redis',
+        'Secret fsbench-agents/fsbench-redis',
+        'Secret fsbench/fsbench-api-token',
+        'Secret fsbench/fsbench-job-key',
+        'Secret fsbench-agents/fsbench-job-key',
+      ].sort(),
+    );
+  });
+
+  it('external-redis: the same without Redis, pointed at a managed one by REDIS_URL', () => {
+    const ids = render(VARIANTS['external-redis']).map(objectId);
+    expect(ids.filter((id) => id.includes('fsbench-redis')).sort()).toEqual(['ConfigMap fsbench-agents/fsbench-redis', 'ConfigMap fsbench/fsbench-redis', 'Secret fsbench-agents/fsbench-redis', 'Secret fsbench/fsbench-redis']);
+    expect(ids).not.toContain('StatefulSet fsbench/fsbench-redis');
+    const urls = configMapValues(render(VARIANTS['external-redis']), 'fsbench-redis', 'REDIS_URL');
+    expect([...urls.values()].every((u) => u?.startsWith('rediss://') === true)).toBe(true);
+  });
+
+  it('the images as compose.yaml names them', () => {
+    const images = (objects: readonly K8sObject[]) => [...new Set(podsOf(objects).flatMap((p) => containersOf(p.spec).map(({ container: c }) => c['image'])))].sort();
+    expect(images(fresh())).toEqual([...COMPOSE_IMAGES].sort());
+    expect(COMPOSE_IMAGES).toEqual(expect.arrayContaining(['fsbench-coordinator:local', 'fsbench-agent:local']));
+  });
+
+  it('the private job key only in the coordinator namespace, the agents get the public one', () => {
+    const objects = fresh();
+    const keys = (id: string) => Object.keys(at(find(objects, id), 'data'));
+    expect(keys('Secret fsbench/fsbench-job-key')).toEqual(['job-key.pem']);
+    expect(keys('Secret fsbench-agents/fsbench-job-key')).toEqual(['job-key.pub.pem']);
+  });
+
+  it('no secret file is committed, and without them kustomize stops naming the missing file', async () => {
+    const { stdout } = await run('git', ['ls-files', 'deploy/kubernetes/secrets'], { cwd: PACKAGE_ROOT });
+    const tracked = stdout.split('\n').filter((l) => l !== '');
+    expect(tracked.filter((f) => !['deploy/kubernetes/secrets/.gitignore', 'deploy/kubernetes/secrets/kustomization.yaml'].includes(f))).toEqual([]);
+    for (const f of SECRET_FILES) {
+      expect(spawnSync('git', ['check-ignore', '-q', `deploy/kubernetes/secrets/${f}`], { cwd: PACKAGE_ROOT }).status, `${f} is ignored by git`).toBe(0);
+    }
+    const empty = await mkdtemp(path.join(os.tmpdir(), 'fsbench-k8s-'));
+    try {
+      await cp(DEPLOY, empty, { recursive: true, filter: (src) => !SECRET_FILES.includes(path.basename(src)) });
+      expect(() => renderKustomization(empty)).toThrow(/redis-password/);
+    } finally {
+      await rm(empty, { recursive: true, force: true });
+    }
+  });
+
+  it("an overlay's images: entry points every container at a registry", async () => {
+    const overlay = await mkdtemp(path.join(os.tmpdir(), 'fsbench-k8s-'));
+    try {
+      await writeFile(
+        path.join(overlay, 'kustomization.yaml'),
+        [
+          'apiVersion: kustomize.config.k8s.io/v1beta1',
+          'kind: Kustomization',
+          `resources: [${JSON.stringify(DEPLOY)}]`,
+          'images:',
+          '  - { name: fsbench-agent, newName: registry.example.com/fsbench-agent, newTag: "1.0" }',
+          '',
+        ].join('\n'),
+      );
+      const images = podsOf(render(overlay)).flatMap((p) => containersOf(p.spec).map(({ container: c }) => c['image']));
+      expect(images.filter((i) => typeof i === 'string' && i.includes('agent'))).toEqual(['registry.example.com/fsbench-agent:1.0', 'registry.example.com/fsbench-agent:1.0']);
+    } finally {
+      await rm(overlay, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.each(Object.entries(VARIANTS))('%s passes every check', (_name, dir) => {
+  it.each(Object.keys(CHECKS))('%s', (check) => {
+    const fn = CHECKS[check as keyof typeof CHECKS];
+    expect(fn(render(dir))).toEqual([]);
+  });
+
+  it('both namespaces agree on where Redis is', () => {
+    const urls = configMapValues(render(dir), 'fsbench-redis', 'REDIS_URL');
+    expect([...urls.keys()].sort()).toEqual(['fsbench', 'fsbench-agents']);
+    expect(new Set(urls.values()).size).toBe(1);
+  });
+});
+
+describe('the base Redis is as BullMQ asks', () => {
+  it('noeviction, an append-only file on its volume, the password from the Secret on stdin', () => {
+    const objects = fresh();
+    const redis = container(objects, 'StatefulSet fsbench/fsbench-redis', 'redis');
+    const script = JSON.stringify(redis['command']);
+    for (const part of ['--maxmemory-policy noeviction', '--appendonly yes', '--dir /data', 'redis-server -', 'requirepass $password']) expect(script).toContain(part);
+    // The Service the ConfigMaps name is Redis's, on the port it listens on.
+    const [url] = configMapValues(objects, 'fsbench-redis', 'REDIS_URL').values();
+    expect(url).toBe('redis://fsbench-redis.fsbench.svc:6379');
+  });
+});
+
+describe('each check fails on a planted mistake', () => {
+  const plant = (mutate: (objects: K8sObject[]) => void) => {
+    const objects = fresh();
+    mutate(objects);
+    return objects;
+  };
+  const cases: { check: keyof typeof CHECKS; what: string; mutate: (o: K8sObject[]) => void; expect: string }[] = [
+    {
+      check: 'schema',
+      what: 'a wrong type',
+      mutate: (o) => {
+        at(find(o, 'Deployment fsbench/fsbench-coordinator'), 'spec')['replicas'] = 'one';
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator: data/spec/replicas must be integer',
+    },
+    {
+      check: 'schema',
+      what: 'a missing required field',
+      mutate: (o) => {
+        delete at(find(o, 'DaemonSet fsbench-agents/fsbench-agent'), 'spec')['selector'];
+      },
+      expect: "DaemonSet fsbench-agents/fsbench-agent: data/spec must have required property selector",
+    },
+    {
+      check: 'schema',
+      what: 'an unknown field (a misspelt privileged)',
+      mutate: (o) => {
+        at(container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator'), 'securityContext')['priviledged'] = false;
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator: unknown field /spec/template/spec/containers/0/securityContext/priviledged',
+    },
+    {
+      check: 'schema',
+      what: 'an unknown top-level field',
+      mutate: (o) => {
+        find(o, 'Service fsbench/fsbench-coordinator')['specs'] = {};
+      },
+      expect: 'Service fsbench/fsbench-coordinator: unknown field /specs',
+    },
+    {
+      check: 'resources and probes',
+      what: 'a container without limits',
+      mutate: (o) => {
+        delete at(container(o, 'StatefulSet fsbench/fsbench-redis', 'redis'), 'resources')['limits'];
+      },
+      expect: 'StatefulSet fsbench/fsbench-redis container redis: no memory limit',
+    },
+    {
+      check: 'resources and probes',
+      what: 'a container without a readiness probe',
+      mutate: (o) => {
+        delete container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator')['readinessProbe'];
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator container coordinator: no readinessProbe',
+    },
+    {
+      check: 'privilege',
+      what: 'a privileged coordinator',
+      mutate: (o) => {
+        at(container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator'), 'securityContext')['privileged'] = true;
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator container coordinator: privileged',
+    },
+    {
+      check: 'privilege',
+      what: 'a privileged init container beside the agent',
+      mutate: (o) => {
+        at(container(o, 'DaemonSet fsbench-agents/fsbench-agent', 'node-labels'), 'securityContext')['privileged'] = true;
+      },
+      expect: 'DaemonSet fsbench-agents/fsbench-agent container node-labels: privileged',
+    },
+    {
+      check: 'pod security',
+      what: 'a coordinator that may gain privileges in the restricted namespace',
+      mutate: (o) => {
+        at(container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator'), 'securityContext')['allowPrivilegeEscalation'] = true;
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator container coordinator: allowPrivilegeEscalation is not false',
+    },
+    {
+      check: 'pod security',
+      what: 'the restricted namespace widened to privileged',
+      mutate: (o) => {
+        at(find(o, 'Namespace fsbench'), 'metadata', 'labels')['pod-security.kubernetes.io/enforce'] = 'privileged';
+      },
+      expect: 'Namespace fsbench: enforces privileged, wider than its pods need (restricted)',
+    },
+    {
+      check: 'references',
+      what: 'a Secret nobody defines',
+      mutate: (o) => {
+        const volumes = at(find(o, 'Deployment fsbench/fsbench-coordinator'), 'spec', 'template', 'spec')['volumes'];
+        const v = Array.isArray(volumes) ? volumes.filter(isObject).find((x) => x['name'] === 'api-token') : undefined;
+        if (v) at(v, 'secret')['secretName'] = 'fsbench-api-tokens';
+      },
+      expect: 'Deployment fsbench/fsbench-coordinator: volume api-token names Secret fsbench/fsbench-api-tokens, which is not defined',
+    },
+    {
+      check: 'references',
+      what: 'a key the Secret does not hold',
+      mutate: (o) => {
+        delete at(find(o, 'Secret fsbench-agents/fsbench-job-key'), 'data')['job-key.pub.pem'];
+      },
+      expect: 'DaemonSet fsbench-agents/fsbench-agent: volume job-key reads key job-key.pub.pem of Secret fsbench-agents/fsbench-job-key, which has none',
+    },
+    {
+      check: 'services',
+      what: 'a Service whose selector matches no pod',
+      mutate: (o) => {
+        at(find(o, 'Service fsbench/fsbench-redis'), 'spec', 'selector')['app.kubernetes.io/name'] = 'redis';
+      },
+      expect: 'Service fsbench/fsbench-redis: selects no pod',
+    },
+    {
+      check: 'services',
+      what: 'a target port no container has',
+      mutate: (o) => {
+        const ports = at(find(o, 'Service fsbench/fsbench-coordinator'), 'spec')['ports'];
+        if (Array.isArray(ports) && isObject(ports[0])) ports[0]['targetPort'] = 'https';
+      },
+      expect: 'Service fsbench/fsbench-coordinator: target port "https" is no port of the pods it selects',
+    },
+    {
+      check: 'network policies',
+      what: 'a policy that selects no pod',
+      mutate: (o) => {
+        at(find(o, 'NetworkPolicy fsbench/fsbench-redis'), 'spec', 'podSelector', 'matchLabels')['app.kubernetes.io/name'] = 'redis';
+      },
+      expect: 'NetworkPolicy fsbench/fsbench-redis: selects no pod',
+    },
+    {
+      check: 'network policies',
+      what: 'a peer in a namespace the agents are not in',
+      mutate: (o) => {
+        const ingress = at(find(o, 'NetworkPolicy fsbench/fsbench-redis'), 'spec')['ingress'];
+        const from = Array.isArray(ingress) && isObject(ingress[0]) ? ingress[0]['from'] : undefined;
+        if (Array.isArray(from) && isObject(from[1])) at(from[1], 'namespaceSelector', 'matchLabels')['kubernetes.io/metadata.name'] = 'fsbench-agent';
+      },
+      expect: 'NetworkPolicy fsbench/fsbench-redis: a from peer matches no pod',
+    },
+    {
+      check: 'images',
+      what: 'an image compose does not build',
+      mutate: (o) => {
+        container(o, 'DaemonSet fsbench-agents/fsbench-agent', 'agent')['image'] = 'fsbench/agent:local';
+      },
+      expect: 'DaemonSet fsbench-agents/fsbench-agent container agent: image fsbench/agent:local is none compose.yaml names',
+    },
+    {
+      check: 'images',
+      what: 'another tag',
+      mutate: (o) => {
+        container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator')['image'] = 'fsbench-coordinator:latest';
+      },
+      expect: "has another tag than compose.yaml's fsbench-coordinator:local",
+    },
+    {
+      check: 'setting names',
+      what: 'a misspelt setting',
+      mutate: (o) => {
+        const env = container(o, 'DaemonSet fsbench-agents/fsbench-agent', 'agent')['env'];
+        if (Array.isArray(env)) env.push({ name: 'FSBENCH_JOURNAL', value: '/journal' });
+      },
+      expect: 'DaemonSet fsbench-agents/fsbench-agent container agent: FSBENCH_JOURNAL is no fsbench setting',
+    },
+  ];
+  it.each(cases)('$check: $what', ({ check, mutate, expect: message }) => {
+    expect(CHECKS[check](fresh())).toEqual([]);
+    expect(CHECKS[check](plant(mutate)).join('\n')).toContain(message);
+  });
+});
+
+describe("the agents' labels from their node", () => {
+  let certs: TestCertificates;
+  beforeAll(async () => {
+    certs = await makeTestCertificates();
+  });
+  afterAll(async () => {
+    await rm(certs.dir, { recursive: true, force: true });
+  });
+
+  it('maps fsbench.dev/* and the well-known node labels, leaving out what fsbench would refuse', async () => {
+    const cm = find(fresh(), 'ConfigMap fsbench-agents/fsbench-agent-labels');
+    const script = at(cm, 'data')['node-labels.js'];
+    if (typeof script !== 'string') throw new Error('no node-labels.js');
+    const labels: Record<string, string> = {
+      'fsbench.dev/agent': 'true',
+      'fsbench.dev/nvme': 'true',
+      'fsbench.dev/kernel': '6.8',
+      'fsbench.dev/bad': 'has space',
+      'kubernetes.io/arch': 'amd64',
+      'kubernetes.io/hostname': 'node-a',
+      'topology.kubernetes.io/zone': 'eu-west-1a',
+    };
+    let seen: { url: string | undefined; auth: string | undefined } = { url: undefined, auth: undefined };
+    const server = createServer({ cert: await readFile(certs.certFile), key: await readFile(certs.keyFile) }, (req, res) => {
+      seen = { url: req.url, auth: req.headers.authorization };
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ kind: 'Node', metadata: { name: 'node-a', labels } }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const work = await mkdtemp(path.join(os.tmpdir(), 'fsbench-labels-'));
+    try {
+      await writeFile(path.join(work, 'node-labels.js'), script);
+      await writeFile(path.join(work, 'token'), 'test-token\n');
+      const { port } = server.address() as AddressInfo;
+      const out = path.join(work, 'labels');
+      const { stderr } = await run(process.execPath, [path.join(work, 'node-labels.js'), work, out], {
+        env: { PATH: process.env['PATH'] ?? '', NODE_NAME: 'node-a', KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(port), NODE_EXTRA_CA_CERTS: certs.caFile },
+      });
+      expect(seen).toEqual({ url: '/api/v1/nodes/node-a', auth: 'Bearer test-token' });
+      expect(await readFile(out, 'utf8')).toBe('kernel:6.8,nvme,arch:amd64,zone:eu-west-1a\n');
+      expect(stderr).toContain('node label fsbench.dev/bad=has space left out');
+    } finally {
+      server.close();
+      await rm(work, { recursive: true, force: true });
+    }
+  });
+});
+
+// The real kustomize (in kubectl) where there is one: the subset renderer must agree with it.
+const kubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+describe.runIf(kubectl)('the renderer agrees with kubectl kustomize', () => {
+  it.each(Object.entries(VARIANTS))('%s', async (_name, dir) => {
+    const copy = await mkdtemp(path.join(os.tmpdir(), 'fsbench-k8s-'));
+    try {
+      await cp(DEPLOY, copy, { recursive: true });
+      for (const f of SECRET_FILES) await writeFile(path.join(copy, 'secrets', f), `placeholder for ${f}\n`);
+      const target = path.join(copy, path.relative(DEPLOY, dir));
+      const { stdout } = await run('kubectl', ['kustomize', target], { maxBuffer: 16 * 1024 * 1024 });
+      const theirs = parseAllDocuments(stdout).map((d) => JSON.stringify(sortKeys(d.toJS())));
+      const ours = renderKustomization(target).map((o) => JSON.stringify(sortKeys(o)));
+      expect(ours.sort()).toEqual(theirs.sort());
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
+  });
+});
+
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, x]) => [k, sortKeys(x)]));
+  return v;
+}
