@@ -144,7 +144,9 @@ describe('deploy/kubernetes renders', () => {
     expect(keys('Secret fsbench-agents/fsbench-job-key')).toEqual(['job-key.pub.pem']);
   });
 
-  it('no secret file is committed, and without them kustomize stops naming the missing file', async () => {
+  it('no secret file is committed or built into an image, and without them kustomize stops naming the missing file', async () => {
+    // docker/Dockerfile copies the build context whole: deploy/ must stay out of it.
+    expect(readFileSync(path.join(PACKAGE_ROOT, '.dockerignore'), 'utf8').split('\n')).toContain('deploy');
     const { stdout } = await run('git', ['ls-files', 'deploy/kubernetes/secrets'], { cwd: PACKAGE_ROOT });
     const tracked = stdout.split('\n').filter((l) => l !== '');
     expect(tracked.filter((f) => !['deploy/kubernetes/secrets/.gitignore', 'deploy/kubernetes/secrets/kustomization.yaml'].includes(f))).toEqual([]);
