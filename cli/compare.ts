@@ -148,6 +148,11 @@ export async function readComparison(baseline: string, candidate: string, flags:
   for (const [side, machine, flag] of [[a, flags.baselineMachine, '--baseline-machine'], [b, flags.candidateMachine, '--candidate-machine']] as const) {
     if (machine !== undefined && side.report.cells.length === 0) throw new FsbenchError('CONFIG_INVALID', `${side.name} has no runs from machine ${machine} (${flag})`);
   }
+  for (const [side, which] of [[a, 'baseline'], [b, 'candidate']] as const) {
+    if (excludeFlagged && excludeFlagged[which] > 0 && side.report.cells.length === 0) {
+      throw new FsbenchError('TOO_DISTURBED', `every run of the ${which} (${String(excludeFlagged[which])}) was flagged for interference and left out (--exclude-flagged): nothing to judge; run again when the machine is quieter, or gate without --exclude-flagged`);
+    }
+  }
   const report = compareSides(a, b, options);
   if (useMetrics && report.rows.length === 0 && report.unmatched.baseline.length + report.unmatched.candidate.length === 0) {
     throw new FsbenchError('CONFIG_INVALID', `no run has the metric ${useMetrics.join(', ')}`);

@@ -48,6 +48,7 @@ export const ERRORS = {
   NO_MATCHING_AGENTS: { status: 409, exit: 75, doc: 'no live agent matches the placement: start one, or place the matrix on `any`' },
   QUEUE_FULL: { status: 503, exit: 75, doc: 'FSBENCH_MAX_QUEUED runs are waiting already; `Retry-After` says when to try again' },
   UNAVAILABLE: { status: 503, exit: 75, doc: 'Redis or the coordinator does not answer; try again' },
+  TOO_DISTURBED: { status: 503, exit: 75, doc: 'every run of a side was flagged for interference and left out (--exclude-flagged, excludeFlagged): nothing to judge; run again when the machine is quieter' },
   RATE_LIMITED: { status: 429, exit: 75, doc: 'this client sent more writes than FSBENCH_WRITE_LIMIT allows per minute; `Retry-After` says when to try again' },
   // Runs that did not finish.
   CANCELLED: { status: 499, exit: 3, doc: 'the run or the matrix was cancelled' },

@@ -11,6 +11,7 @@
  * regression larger than X%", and a cell whose runs cannot reach alpha is inconclusive, never a
  * silent pass.
  */
+import { FsbenchError } from '../contract/errors.js';
 import type { Direction } from '../contract/metrics.js';
 import type { CompareReport, CompareRow, SideStats } from '../compare/compare.js';
 import { detectableShift } from '../stats/power.js';
@@ -124,6 +125,17 @@ function judge(row: CompareRow, threshold: number, power: number, alpha: number)
 
 /** Judges every row of a comparison; the gate fails when any row is a regression. */
 export function gate(compare: CompareReport, options: GateOptions = {}): GateReport {
+  // Nothing judged must never read as a pass.
+  if (compare.rows.length === 0) {
+    const left = options.excluded;
+    if (left && left.baseline + left.candidate > 0) {
+      throw new FsbenchError(
+        'TOO_DISTURBED',
+        `nothing to judge: runs flagged for interference were left out (${String(left.baseline)} of the baseline, ${String(left.candidate)} of the candidate) and no cell kept runs on both sides; run again when the machine is quieter, or gate without --exclude-flagged`,
+      );
+    }
+    throw new FsbenchError('CONFIG_INVALID', 'nothing to judge: the two sides share no cell with a metric to compare (see fsbench compare for what each side holds)');
+  }
   const maxRegression = options.maxRegression ?? GATE_DEFAULTS.maxRegression;
   const power = options.power ?? GATE_DEFAULTS.power;
   const rows = compare.rows.map((r) => judge(r, options.perMetric?.[r.metric] ?? maxRegression, power, compare.alpha));

@@ -42,7 +42,14 @@ export function gateDoc(g: GateReport): Doc {
         blockColumns: 0,
       },
     ],
-    notes: [...regressionLines(g), ...g.rows.filter((r) => r.status === 'inconclusive').map((r) => `inconclusive ${r.row.metric} ${r.row.label}: ${r.reason}`), ...c.notes.map((n) => n.text)],
+    notes: [
+      ...regressionLines(g),
+      ...g.rows.filter((r) => r.status === 'inconclusive').map((r) => `inconclusive ${r.row.metric} ${r.row.label}: ${r.reason}`),
+      // A cell one side lacks (failed, or all its runs left out) was not judged: say so, never let it pass unseen.
+      ...c.unmatched.baseline.map((l) => `not judged, only in the baseline: ${l}`),
+      ...c.unmatched.candidate.map((l) => `not judged, only in the candidate: ${l}`),
+      ...c.notes.map((n) => n.text),
+    ],
   };
 }
 

@@ -241,6 +241,43 @@ describe('fsbench gate', () => {
     expect(bad.stderr).toMatch(/--max-regression lots is not a positive share such as 5% or 0\.05 \[CONFIG_INVALID\]/);
   }, 120_000);
 
+  it('gates a real matrix run twice: the rerun passes, a 25% slowdown fails naming each cell and metric in the table, Markdown and JUnit', async () => {
+    await freshCli();
+    // The noop workload's spin: real CPU work of a known cost, and slowdown makes each unit 25% dearer.
+    const measure = async (name: string, slowdown: number) => {
+      const matrix = path.join(dir.dir, `${name}.yaml`);
+      writeFileSync(matrix, `name: spin\nworkload: noop\nrepetitions: 10\nwarmup: 1\nparams:\n  spin: 30ms\n  value: [1, 2]\n  slowdown: ${String(slowdown)}\n`);
+      const out = path.join(dir.dir, `${name}.jsonl`);
+      const r = await runCli(['run', matrix, '--out', out, '--no-progress', '--machine', 'ci-runner', '--scratch', path.join(dir.dir, 'scratch'), '--format', 'csv']);
+      expect([name, r.code, r.stderr.split('\n').filter((l) => / error|failed/i.test(l))]).toEqual([name, 0, []]);
+      return out;
+    };
+    const base = await measure('base', 0);
+    const rerun = await measure('rerun', 0);
+    const slow = await measure('slow', 25);
+    // A shared machine's two sets minutes apart may differ by a few percent: the limit says how much passes.
+    const pass = await runCli(['gate', base, rerun, '--metric', 'opsPerSec', '--max-regression', '10%']);
+    expect([pass.code, pass.stderr]).toEqual([0, '']);
+    expect(pass.stdout).toMatch(/: PASS$/m);
+    expect(pass.stdout).toMatch(/^pass +opsPerSec +value=1 /m);
+
+    const table = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%']);
+    expect(table.code).toBe(6);
+    for (const v of [1, 2]) expect(table.stdout).toMatch(new RegExp(`REGRESSION opsPerSec value=${String(v)} \\[ci-runner\\]: worse by \\d+\\.\\d%`));
+    expect(table.stderr).toMatch(/^fsbench: 2 regressions: opsPerSec value=1; opsPerSec value=2 \[REGRESSION\]$/m);
+    const md = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%', '--format', 'md']);
+    expect(md.code).toBe(6);
+    expect(md.stdout.match(/^\| regression \| opsPerSec \| value=\d \|/gm)).toHaveLength(2);
+    const junit = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%', '--format', 'junit']);
+    expect(junit.code).toBe(6);
+    expect(junit.stdout.match(/<testcase name="value=\d \[ci-runner\]" classname="fsbench\.noop\.opsPerSec">\n\s*<failure message="worse by/g)).toHaveLength(2);
+    // Left out, the disturbed runs are counted; should every run of a side be disturbed (a busy
+    // machine), the gate says there is nothing to judge rather than passing.
+    const excluded = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%', '--exclude-flagged']);
+    if (excluded.code === 75) expect(excluded.stderr).toMatch(/every run of the (baseline|candidate) \(\d+\) was flagged for interference and left out .* \[TOO_DISTURBED\]/);
+    else expect(excluded.stdout).toMatch(/^runs flagged for interference left out: \d+ of the baseline, \d+ of the candidate$/m);
+  }, 180_000);
+
   it('with --exclude-flagged leaves the disturbed runs out, and says how many', async () => {
     await freshCli();
     const base = file('base2.jsonl', runs(1));
@@ -252,6 +289,12 @@ describe('fsbench gate', () => {
     const out = await runCli(['gate', base, cand, '--metric', 'eventsPerSec', '--exclude-flagged']);
     expect(out.code).toBe(0);
     expect(out.stdout).toContain('runs flagged for interference left out: 0 of the baseline, 15 of the candidate');
+
+    // Every candidate run disturbed: nothing is left to judge, and the gate says so instead of passing.
+    const all = file('all-disturbed.jsonl', runs(5).map((r) => (r.state === 'ok' ? { ...r, interference: syntheticInterference(0.8) } : r)));
+    const none = await runCli(['gate', base, all, '--metric', 'eventsPerSec', '--exclude-flagged']);
+    expect([none.code, none.stdout]).toEqual([75, '']);
+    expect(none.stderr).toMatch(/every run of the candidate \(30\) was flagged for interference and left out \(--exclude-flagged\): nothing to judge; .* \[TOO_DISTURBED\]$/m);
   }, 120_000);
 });
 
