@@ -384,6 +384,7 @@ async function historyView(params: URLSearchParams): Promise<void> {
     field('metric ', text('metric', 'headline metrics')),
     field('machine ', text('machine', 'any')),
     field('cells ', text('param', 'files=128,writers=4')),
+    field('every point ', h('input', { type: 'checkbox', name: 'points', value: 'true', checked: params.get('points') === 'true' })),
     h('button', { type: 'submit' }, 'Show'),
   );
   form.addEventListener('submit', (e) => {
@@ -395,7 +396,7 @@ async function historyView(params: URLSearchParams): Promise<void> {
   const out = h('div', { id: 'history-result' });
   show(
     h('h2', {}, 'History'),
-    h('p', { class: 'hint' }, "A matrix's results over time, per machine, cell and metric: each point a run of the matrix (its median, the dashed lines its 95% interval), triangles where the level changed (E-divisive means, p < 0.001)."),
+    h('p', { class: 'hint' }, "A matrix's results over time, per machine, cell and metric: each point a run of the matrix (its median, the dashed lines its 95% interval), triangles where the level changed (E-divisive means, p < 0.001), hollow squares where the machine or the matrix's annotations changed."),
     form,
     out,
   );

@@ -1,7 +1,8 @@
 /**
  * The charts of a page of history, as specs the dashboard draws: one line chart per series (the
  * first few of the page), each point a matrix's median with its 95% interval dashed around it,
- * and its change points marked where the level changed. Pure data, like report/charts.ts.
+ * its change points marked where the level changed, and hollow squares where the machine's facts
+ * or the matrix's annotations changed. Pure data, like report/charts.ts.
  */
 import type { ChartSpec } from '../contract/charts.js';
 import { seriesColor } from '../contract/charts.js';
@@ -26,6 +27,16 @@ export function historyCharts(page: HistoryPage): ChartSpec[] {
         { label: '95% CI low', data: s.points.map((p) => p.ciLow), color, dashed: true },
         { label: '95% CI high', data: s.points.map((p) => p.ciHigh), color, dashed: true },
         { label: 'change', data: s.points.map((p, k) => (changedAt.has(k) ? p.median : null)), color: '#111827', scatter: true, marker: 'triangle', markerSize: 8 },
+        // Where the machine (kernel, a fact) or the matrix's annotations (the commit) changed: the usual suspects for a step.
+        {
+          label: 'machine or annotations changed',
+          data: s.points.map((p) => (p.factChanges.length + p.annotationChanges.length > 0 ? p.median : null)),
+          color: '#b45309',
+          scatter: true,
+          marker: 'rect',
+          markerSize: 6,
+          hollow: true,
+        },
       ],
       y: { title: s.metric, ticks: 'compact' },
       legend: false,

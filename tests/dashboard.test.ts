@@ -452,22 +452,28 @@ describe('dashboard in headless Chromium', () => {
         noise: 0.02,
         effect: (c) => (c.params['files'] === 128 && k >= 9 ? 1.3 : 1),
       });
-      await upload(runs.map((r) => ({ ...r, startedAt: new Date(Date.parse(r.startedAt) + k * DAY).toISOString() })));
+      // The commit under test changed with the step: the chart marks where, beside the change point.
+      const annotations = { commit: k >= 9 ? 'b7e1d09' : 'a3f5c21' };
+      await upload(runs.map((r) => ({ ...r, annotations, startedAt: new Date(Date.parse(r.startedAt) + k * DAY).toISOString() })));
     }
     await open('#/history?name=nightly&metric=eventsPerSec');
     const drawn = async (selector: string) =>
       z
-        .array(z.object({ series: z.string(), changes: z.string(), points: z.number(), title: z.string() }))
+        .array(z.object({ series: z.string(), changes: z.string(), points: z.number(), marked: z.array(z.number()), title: z.string() }))
         .parse(
           await page().evaluate(`[...document.querySelectorAll('${selector}')].map((f) => {
             const chart = Chart.getChart(f.querySelector('canvas'));
-            return { series: f.dataset.series, changes: f.dataset.changes, points: chart ? chart.data.datasets[0].data.filter((v) => v !== null).length : -1, title: f.querySelector('figcaption').innerText };
+            const marks = chart ? chart.data.datasets.find((d) => d.label === 'machine or annotations changed') : undefined;
+            return {
+              series: f.dataset.series, changes: f.dataset.changes, points: chart ? chart.data.datasets[0].data.filter((v) => v !== null).length : -1,
+              marked: marks ? marks.data.flatMap((v, i) => (v === null ? [] : [i])) : [-1], title: f.querySelector('figcaption').innerText,
+            };
           })`),
         );
     const charts = await drawn('#history-result figure');
-    expect(charts.map((c) => [c.title.split('\n')[0]?.split(' laptop')[0], c.changes, c.points])).toEqual([
-      ['eventsPerSec files=128', '9', 16],
-      ['eventsPerSec files=64', '', 16],
+    expect(charts.map((c) => [c.title.split('\n')[0]?.split(' laptop')[0], c.changes, c.points, c.marked])).toEqual([
+      ['eventsPerSec files=128', '9', 16, [9]],
+      ['eventsPerSec files=64', '', 16, [9]],
     ]);
     const table = await page().locator('#history-result table').first().innerText();
     expect(table).toMatch(/files=128\s+16\s+\S+\s+\d\.\d+%\s+\d{4}-\d\d-\d\d \+\d\d\.\d+%/);
