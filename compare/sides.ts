@@ -15,30 +15,50 @@ export interface DifferingParam {
   readonly candidate: string | null;
 }
 
+/** What is read of a side's cell here. */
+type SideCell = Pick<CellReport, 'workload' | 'params'>;
+
 interface ParamState {
   readonly value: string;
   readonly varying: boolean;
 }
 
-/** Per workload, per parameter: its value if constant across the side's cells, else varying. */
-function paramStates(cells: readonly CellReport[]): Map<WorkloadName, Map<string, ParamState>> {
+/**
+ * Per workload, per parameter: its value if constant across the side's cells, else varying. One
+ * pass over the cells: 10,000 of them with a dozen parameters each, once per side.
+ */
+function paramStates(cells: readonly SideCell[]): Map<WorkloadName, Map<string, ParamState>> {
   const out = new Map<WorkloadName, Map<string, ParamState>>();
-  for (const w of new Set(cells.map((c) => c.workload))) {
-    const mine = cells.filter((c) => c.workload === w);
-    const names = new Set(mine.flatMap((c) => Object.keys(c.params)));
-    const states = new Map<string, ParamState>();
-    for (const name of names) {
-      const values = new Set(mine.map((c) => (Object.hasOwn(c.params, name) ? String(c.params[name]) : '\u0000absent')));
-      const [only] = values;
-      // A parameter missing from some cells varies (present against absent).
-      states.set(name, { value: only ?? '', varying: values.size > 1 });
+  const seen = new Map<WorkloadName, { cells: number; first: SideCell; params: Map<string, { value: string; raw: unknown; cells: number; varying: boolean }> }>();
+  for (const c of cells) {
+    let w = seen.get(c.workload);
+    if (!w) seen.set(c.workload, (w = { cells: 0, first: c, params: new Map() }));
+    w.cells++;
+    for (const name of Object.keys(c.params)) {
+      const raw = c.params[name];
+      const p = w.params.get(name);
+      if (!p) {
+        w.params.set(name, { value: String(raw), raw, cells: 1, varying: w.cells > 1 });
+        continue;
+      }
+      p.cells++;
+      // Values compare as their text (1 and '1' are the same value); equal values have equal text.
+      if (!p.varying && raw !== p.raw && String(raw) !== p.value) p.varying = true;
     }
-    out.set(w, states);
+  }
+  for (const [workload, w] of seen) {
+    const states = new Map<string, ParamState>();
+    for (const [name, p] of w.params) {
+      // A parameter missing from some cells varies (present against absent); its value is then the first cell's.
+      const varying = p.varying || p.cells < w.cells;
+      states.set(name, { value: Object.hasOwn(w.first.params, name) ? p.value : '\u0000absent', varying });
+    }
+    out.set(workload, states);
   }
   return out;
 }
 
-export function differingParams(a: readonly CellReport[], b: readonly CellReport[]): DifferingParam[] {
+export function differingParams(a: readonly SideCell[], b: readonly SideCell[]): DifferingParam[] {
   const out: DifferingParam[] = [];
   const sb = paramStates(b);
   for (const [workload, pa] of paramStates(a)) {
@@ -67,4 +87,20 @@ export function canonical(params: Readonly<CellParams>, skip: ReadonlySet<string
       .sort()
       .map((k) => [k, params[k]]),
   );
+}
+
+/**
+ * canonical() for many cells with the same parameters left out: the kept names, sorted, are
+ * worked out once per set of names (one or two per matrix) rather than once per cell. The
+ * names join on NUL, which no parameter name holds (ParamName).
+ */
+export function canonicalizer(skip: ReadonlySet<string> = new Set()): (params: Readonly<CellParams>) => string {
+  const kept = new Map<string, string[]>();
+  return (params) => {
+    const names = Object.keys(params);
+    const shape = names.join('\u0000');
+    let order = kept.get(shape);
+    if (order === undefined) kept.set(shape, (order = names.filter((k) => !skip.has(k)).sort()));
+    return JSON.stringify(order.map((k) => [k, params[k]]));
+  };
 }

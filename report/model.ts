@@ -14,7 +14,7 @@ import type { CellInterference, MetricAggregate } from '../stats/aggregate.js';
 export type CellInterferenceSummary = CellInterference;
 
 /** One metric of one cell: the summary over its ok runs, and whether it can support a conclusion. */
-export type MetricStats = Omit<MetricAggregate, 'samples'>;
+export type MetricStats = MetricAggregate;
 
 /**
  * What a note is about: renderers group, count and test notes by kind, never by their English.

@@ -92,8 +92,6 @@ export interface MetricAggregate extends Summary {
   readonly noise: readonly string[];
   /** Values with a modified z-score above 3.5. */
   readonly outliers: number;
-  /** The values, sorted, for the metrics named in `AggregateOptions.samples` (tests between two sets need them). */
-  readonly samples?: readonly number[];
 }
 
 export interface CellAggregate {
@@ -111,6 +109,12 @@ export interface CellAggregate {
   readonly problem: string | null;
   /** Per metric over the ok runs; a metric that is null in every run (not observable) is absent. */
   readonly metrics: Readonly<Record<string, MetricAggregate>>;
+  /**
+   * The values, sorted, of the metrics named in `AggregateOptions.samples` (tests between two
+   * sets need them); absent when none was observed. Apart from `metrics`, so that a report
+   * keeps both without copying 140,000 metric objects to take them out again.
+   */
+  readonly samples?: Readonly<Record<string, readonly number[]>>;
   /** Each latency histogram merged over the ok runs, with percentiles read from the merge. */
   readonly histograms: Readonly<Record<string, { readonly merged: Histogram; readonly summary: HistogramSummary }>>;
   /** Present when any ok run measured interference. */
@@ -192,16 +196,17 @@ class CellAccumulator {
 
   finish(noise: NoiseOptions | undefined, samples: readonly string[] | undefined): CellAggregate {
     const metrics: Record<string, MetricAggregate> = {};
+    let kept: Record<string, readonly number[]> | undefined;
     for (const [name, values] of this.values) {
       const sorted = sortedCopy(values);
       const m = summarizeSorted(sorted);
       const check = checkNoise(values, noise, { cv: m.cv, median: m.median, sorted });
-      const flat = {
+      metrics[name] = {
         n: m.n, median: m.median, mean: m.mean, stddev: m.stddev, cv: m.cv, min: m.min, max: m.max,
         ciLow: m.ciLow, ciHigh: m.ciHigh, ciLevel: m.ciLevel,
         noisy: check.noisy, noise: check.reasons, outliers: check.outliers.length,
       };
-      metrics[name] = samples?.includes(name) ? { ...flat, samples: sorted } : flat;
+      if (samples?.includes(name)) (kept ??= {})[name] = sorted;
     }
     const histograms: Record<string, { merged: Histogram; summary: HistogramSummary }> = {};
     for (const [name, acc] of this.histograms) {
@@ -222,6 +227,7 @@ class CellAccumulator {
       skipped: this.skipped,
       problem: this.problem,
       metrics,
+      ...(kept ? { samples: kept } : {}),
       histograms,
       ...(interference ? { interference } : {}),
       ...(this.precision ? { precision: this.precision } : {}),

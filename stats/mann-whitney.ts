@@ -40,6 +40,52 @@ export function midRanks(x: readonly number[], y: readonly number[]): { ranks: F
   return { ranks, ties };
 }
 
+/**
+ * R1, the sum of x's mid-ranks over the pooled sample, and the tie groups' sizes, as midRanks
+ * gives them. Two ascending samples (a report's are) are merged in one walk, without sorting or
+ * the three arrays midRanks makes: compare tests 70,000 pairs of them for two matrices of 10,000
+ * cells. Mid-ranks are halves of integers, so R1 is exact whatever order it is summed in.
+ */
+function rankSum(x: readonly number[], y: readonly number[]): { r1: number; ties: number[] } {
+  if (!ascending(x) || !ascending(y)) {
+    const { ranks, ties } = midRanks(x, y);
+    let r1 = 0;
+    for (let i = 0; i < x.length; i++) r1 += ranks[i] ?? 0;
+    return { r1, ties };
+  }
+  const ties: number[] = [];
+  let r1 = 0;
+  let i = 0;
+  let j = 0;
+  let below = 0; // values ranked before the current group
+  while (i < x.length || j < y.length) {
+    const xi = x[i] ?? Number.POSITIVE_INFINITY;
+    const yj = y[j] ?? Number.POSITIVE_INFINITY;
+    const v = i < x.length && (j >= y.length || xi <= yj) ? xi : yj;
+    let fromX = 0;
+    while (i < x.length && x[i] === v) {
+      i++;
+      fromX++;
+    }
+    let fromY = 0;
+    while (j < y.length && y[j] === v) {
+      j++;
+      fromY++;
+    }
+    const t = fromX + fromY;
+    r1 += fromX * (below + (t + 1) / 2);
+    if (t > 1) ties.push(t);
+    below += t;
+  }
+  return { r1, ties };
+}
+
+/** Whether the values are in ascending order, none of them NaN. */
+function ascending(v: readonly number[]): boolean {
+  for (let i = 1; i < v.length; i++) if (!((v[i - 1] ?? Number.NaN) <= (v[i] ?? Number.NaN))) return false;
+  return v.length === 0 || !Number.isNaN(v[0]);
+}
+
 /** Cumulative null distributions of U, cached by (smaller, larger) sample size. */
 const cdfCache = new Map<string, Float64Array>();
 
@@ -110,9 +156,7 @@ export function mannWhitneyU(
   const n1 = x.length;
   const n2 = y.length;
   if (n1 === 0 || n2 === 0) throw new RangeError('the Mann-Whitney U test needs at least one value in each sample');
-  const { ranks, ties } = midRanks(x, y);
-  let r1 = 0;
-  for (let i = 0; i < n1; i++) r1 += ranks[i] ?? 0;
+  const { r1, ties } = rankSum(x, y);
   const u1 = r1 - (n1 * (n1 + 1)) / 2;
   const u = Math.max(u1, n1 * n2 - u1);
   const chosen = method === 'auto' ? chooseMethod(n1, n2, ties.length > 0) : method;
