@@ -421,13 +421,17 @@ export class Store {
     // Without histograms (compare, history), neither their column nor the details that held them
     // in older databases is read: on a matrix of 10,000 cells they are most of a row's bytes.
     const columns = histograms ? "histograms, CASE WHEN histograms IS NULL AND state = 'ok' THEN details END AS details" : 'NULL AS histograms, NULL AS details';
-    return this.db
-      .prepare<[string], AggregatedRow>(
+    // Rows as arrays, made into objects here: better-sqlite3 builds a named row property by
+    // property, which took a third of the time of reading 100,000 rows; a literal has one shape.
+    const rows = this.db
+      .prepare<[string], AggregatedRowValues>(
         `SELECT cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash,
            interference, ${columns}
          FROM runs WHERE matrix_id = ? ORDER BY cell_id, machine`,
       )
+      .raw(true)
       .iterate(matrixId);
+    return aggregatedRows(rows);
   }
 
   /** Each cell's position in its matrix's expansion, by cell id. */
@@ -535,6 +539,19 @@ export class Store {
       this.db.prepare('DELETE FROM idempotency WHERE created_at < ?').run(now - keepMs);
       this.db.prepare('INSERT OR IGNORE INTO idempotency (key, request_hash, status, answer, created_at) VALUES (?, ?, ?, ?, ?)').run(key, requestHash, status, answer, now);
     })();
+  }
+}
+
+/** iterateRunsToAggregate's columns, in its SELECT's order. */
+type AggregatedRowValues = [
+  cell_id: string, machine: string, state: RunRow['state'], params: string, metrics: string | null, error_code: string | null,
+  error_message: string | null, reason: string | null, fingerprint_hash: string | null, interference: string | null,
+  histograms: string | null, details: string | null,
+];
+
+function* aggregatedRows(rows: IterableIterator<AggregatedRowValues>): Generator<AggregatedRow, undefined, undefined> {
+  for (const [cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash, interference, histograms, details] of rows) {
+    yield { cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash, interference, histograms, details };
   }
 }
 
