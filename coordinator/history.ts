@@ -14,7 +14,7 @@
 import { differingFacts } from '../compare/machine-facts.js';
 import { canonical } from '../compare/sides.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
-import { CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
+import { Annotations, CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
 import { parseParam } from '../contract/params.js';
 import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
 import type { HistoryChange, HistoryPage, HistoryPoint, HistorySeries } from '../contract/history.js';
@@ -249,12 +249,16 @@ export class History {
       }
       return fingerprints.get(hash) ?? null;
     };
-    // The matrices' annotations (the commit under test, a kernel build): one read per matrix of the page.
+    // The matrices' annotations (the commit under test, a kernel build): one small read per matrix
+    // of the page, not the whole matrix (a page may span a thousand of them).
+    const annotationsRow = this.store.db.prepare<[string], { a: string | null }>("SELECT json_extract(spec, '$.annotations') AS a FROM matrices WHERE id = ?");
     const annotationsOf = new Map<string, Readonly<Record<string, string>>>();
     const annotations = (matrixId: string): Readonly<Record<string, string>> => {
       let a = annotationsOf.get(matrixId);
       if (a === undefined) {
-        a = this.store.getMatrix(matrixId)?.spec.annotations ?? {};
+        const text = annotationsRow.get(matrixId)?.a ?? null;
+        // Stored as the schema checked them; an unreadable value counts as none rather than failing the page.
+        a = text === null ? {} : (Annotations.safeParse(JSON.parse(text)).data ?? {});
         annotationsOf.set(matrixId, a);
       }
       return a;
