@@ -12,7 +12,8 @@ import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
 import { fingerprintsKey, warmedKey } from '../queue/keys.js';
-import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
+import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
@@ -86,7 +87,11 @@ async function kernelBootId(): Promise<string> {
   );
 }
 
-export async function startAgent(s: AgentSettings, log: (line: string) => void): Promise<RunningAgent> {
+/** The longest a stopping agent waits for Redis to take its last writes, once its run is over. */
+const STOP_REDIS_MS = 5_000;
+
+/** `log` takes a line and, for events a log pipeline filters on, fields (JSON lines). */
+export async function startAgent(s: AgentSettings, log: HealthLog): Promise<RunningAgent> {
   // First of all: an agent that cannot tell its coordinator's jobs from forged ones runs none.
   const jobKey = await loadJobVerifier(s.jobKey);
   const hostId = s.hostId ?? (await kernelBootId());
@@ -110,10 +115,10 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   };
   const redis: Redis = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);
-  const ping = async () => {
-    await redis.ping();
-  };
-  const health = s.healthFile === undefined ? undefined : await startHealthFile({ file: s.healthFile, intervalMs: s.heartbeat, check: ping, log });
+  const redisHealth = new RedisHealth({ url: shownUrl(s.redisUrl), log, probeMs: s.heartbeat });
+  redisHealth.watch(redis, true);
+  redisHealth.start(redis);
+  const health = s.healthFile === undefined ? undefined : await startHealthFile({ file: s.healthFile, intervalMs: s.heartbeat, redis: () => redisHealth.view(), log });
   const startedAt = new Date().toISOString();
   const hardStop = new AbortController();
   const admission = new Admission({ redis, prefix: s.queuePrefix, hostId, stateDir });
@@ -225,7 +230,7 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
     );
     for (const w of workers) {
       w.on('error', (err) => {
-        log(`queue ${w.name}: ${err.message}`);
+        if (!redisHealth.observe(err)) log(`queue ${w.name}: ${err.message}`);
       });
       w.on('failed', (job, err) => {
         log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
@@ -279,24 +284,46 @@ export async function startAgent(s: AgentSettings, log: (line: string) => void):
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      // Stopping closes connections on purpose: not an outage to report.
+      redisHealth.stop();
       stopWaiting.abort();
-      await enrolled.catch(() => undefined);
+      await redisHealth.settle(enrolled, STOP_REDIS_MS);
       clearInterval(refresh);
       clearInterval(recovery);
       const grace = setTimeout(() => {
         log(`the current run did not finish within ${s.stopGrace} ms: abandoning it`);
         hardStop.abort(new Error('the agent is stopping'));
       }, s.stopGrace);
-      // close() waits for the job in progress, then BullMQ records it (completed, or failed to retry).
-      await Promise.all(workers.map((w) => w.close()));
+      // The run in progress is waited for whatever Redis does: it undoes its changes to the host.
+      // What needs Redis afterwards is waited for only while Redis answers, all of it at most
+      // STOP_REDIS_MS more, since ioredis never settles a command queued while it reconnects.
+      const closing = Date.now();
+      for (const w of workers) void w.pause(true);
+      await exec.untilMeasured();
+      // With Redis reachable, close() waits for the job in progress and BullMQ records it
+      // (completed, or failed to retry). Without, only a forced close ends BullMQ's timers (its
+      // lock renewal), which would otherwise keep the process alive; the job, unrecorded, is
+      // found stalled and run again, and this host answers with the report it kept (admission).
+      const closed = Promise.all(workers.map((w) => w.close(!redisHealth.isReachable)));
+      let waited = await redisHealth.settle(closed, closing + s.stopGrace + STOP_REDIS_MS - Date.now());
+      // A job taken just before the pause may have started measuring meanwhile.
+      await exec.untilMeasured();
       clearTimeout(grace);
-      await recovering;
+      const deadline = Date.now() + STOP_REDIS_MS;
+      const left = () => deadline - Date.now();
+      // Ends the workers' own connections (BullMQ's duplicates), whose reconnect attempts would keep the process alive.
+      if (waited !== 'done') for (const w of workers) void w.disconnect().catch(() => undefined);
+      await redisHealth.settle(recovering ?? Promise.resolve(), left());
       hardStop.abort(new Error('the agent stopped'));
       exec.dispose();
       await health?.stop();
-      await heartbeat.stop(agentId);
-      await lock.release().catch(() => undefined);
-      await redis.quit().catch(() => undefined);
+      await redisHealth.settle(heartbeat.stop(agentId), left());
+      await redisHealth.settle(lock.release(), left());
+      waited = await redisHealth.settle(redis.quit(), left());
+      if (waited !== 'done') {
+        redis.disconnect();
+        log('agent stopped without waiting for Redis, which does not answer', { event: 'agent.stop-unreachable', reason: redisHealth.view().reason });
+      }
       await journal.close();
       log(`agent ${agentId} stopped after ${exec.runsDone} runs`);
     })();

@@ -1,14 +1,15 @@
 /**
  * The agent's pulse: every beat rewrites its registry entry (fingerprint, labels, current run),
  * which Redis stamps with its own time (liveness never depends on this machine's clock), and
- * extends its host lock. A beat that cannot reach Redis is logged and retried at the next
- * one; the host lock's local deadline decides when a run must be abandoned meanwhile.
+ * extends its host lock. A beat that cannot reach Redis is retried at the next one (RedisHealth
+ * logs the outage); the host lock's local deadline decides when a run must be abandoned meanwhile.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { removeStatus, writeStatus, type AgentStatus } from '../queue/registry.js';
 import type { HostLock } from './host-lock.js';
 import { messageOf } from '../contract/errors.js';
+import { isConnectionError } from '../queue/redis-health.js';
 
 export interface HeartbeatOptions {
   readonly redis: Redis;
@@ -58,12 +59,15 @@ export class Heartbeat {
         this.opts.log(`heartbeat: this machine's clock is ${Math.round(skew / 1000)} s off the Redis server's; liveness is judged by Redis, but results' timestamps carry this clock (run NTP)`);
         this.skewLogged = true;
       }
-      if (this.failing) this.opts.log('heartbeat: Redis reachable again');
+      if (this.failing) this.opts.log('heartbeat: working again');
       this.failing = false;
     } catch (err) {
       lock.checkDeadline(this.opts.busy());
-      if (!this.failing) this.opts.log(`heartbeat: ${messageOf(err)}`);
-      this.failing = true;
+      // Redis gone is the agent's RedisHealth's to say, once per outage.
+      if (!this.failing && !isConnectionError(err)) {
+        this.opts.log(`heartbeat: ${messageOf(err)}`);
+        this.failing = true;
+      }
     }
   }
 

@@ -64,6 +64,8 @@ export class RunExecutor {
   /** One run at a time in this process, whichever of its queues the job came from. */
   private slot: Promise<void> = Promise.resolve();
   private running: { run: CurrentRun; abort: AbortController } | null = null;
+  /** Settles when the measurement in progress (if any) is over, its changes to the host undone. */
+  private measuring: Promise<void> = Promise.resolve();
   private idleTimer: NodeJS.Timeout | undefined;
   /** Fingerprint JSON -> hash, for those published already (bounded). */
   private readonly published = new Map<string, string>();
@@ -80,6 +82,14 @@ export class RunExecutor {
 
   get busy(): boolean {
     return this.running !== null;
+  }
+
+  /**
+   * Resolves when no measurement is going on: what a stopping agent waits for whatever Redis does,
+   * since recording the run's end in Redis may never happen while Redis is gone.
+   */
+  untilMeasured(): Promise<void> {
+    return this.measuring;
   }
 
   /** Aborts the run in progress (the lock was lost, or the grace period ran out). */
@@ -240,9 +250,14 @@ export class RunExecutor {
     };
     if (hardStop.aborted) onHardStop();
     else hardStop.addEventListener('abort', onHardStop, { once: true });
+    let measured = (): void => undefined;
+    this.measuring = new Promise<void>((resolve) => {
+      measured = resolve;
+    });
     try {
       return await this.measure(job, abort);
     } finally {
+      measured();
       hardStop.removeEventListener('abort', onHardStop);
     }
   }

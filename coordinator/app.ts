@@ -24,6 +24,7 @@ import { withDeadline } from './deadline.js';
 import { matricesRouter, type MatricesDeps } from './matrices.js';
 import { agentsRouter } from './agents.js';
 import { coordinatorMetrics } from './metrics.js';
+import type { RedisHealthView } from '../queue/redis-health.js';
 
 export interface AppDeps extends MatricesDeps {
   /** `GET /metrics`; one reading this app's own deps when not given. */
@@ -32,6 +33,8 @@ export interface AppDeps extends MatricesDeps {
   readonly logger?: Logger;
   /** Most writes per client address per minute (FSBENCH_WRITE_LIMIT); unlimited when not given or 0. */
   readonly writeLimit?: number;
+  /** Whether Redis is reachable, for /healthz; always healthy when not given (tests that embed an app). */
+  readonly redisHealth?: () => RedisHealthView;
 }
 
 /** Uploaded result files may be far larger than a matrix; they are still bounded. */
@@ -87,7 +90,8 @@ function accessLog(logger: Logger, auth: AuthConfig): RequestHandler {
     },
     customAttributeKeys: { responseTime: 'durationMs' },
     customProps: (req) => ({ principal: principalOf(auth, req) }),
-    customLogLevel: (_req, res, err) => (err !== undefined || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+    // A 503 answers "not now" (Redis unreachable, the queue full): a state the log has told already, not a failure.
+    customLogLevel: (_req, res, err) => (err !== undefined || (res.statusCode >= 500 && res.statusCode !== 503) ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
     customSuccessMessage: (req, res, ms) => `${req.method} ${pathOf(req.originalUrl)} ${res.statusCode} ${ms}ms`,
     customErrorMessage: (req, res, err) => `${req.method} ${pathOf(req.originalUrl)} ${res.statusCode}: ${err.message}`,
   });
@@ -132,11 +136,24 @@ export function buildApp(d: AppDeps): Express {
   if (d.logger !== undefined) app.use(accessLog(d.logger, d.auth), withRequestLogger());
   app.use(securityHeaders());
   if (d.writeLimit !== undefined && d.writeLimit > 0) app.use(writeLimiter(d.writeLimit));
-  // Before every route, those added later too; /healthz and /readyz are exempt inside.
+  // Before every route, those added later too; /livez, /healthz and /readyz are exempt inside.
   app.use(requireKnownHost(d.auth));
 
-  app.get('/healthz', (_req, res) => {
+  // Liveness only: a restart cures nothing that /healthz reports (Redis away), so a liveness
+  // probe asks this one.
+  app.get('/livez', (_req, res) => {
     res.json({ ok: true });
+  });
+
+  // Unhealthy while Redis is unreachable, saying so: without Redis no run is queued or
+  // collected, and a probe (or a person) should learn why without reading the log.
+  app.get('/healthz', (_req, res) => {
+    const redis = d.redisHealth?.();
+    if (redis === undefined || redis.reachable) {
+      res.json({ ok: true });
+      return;
+    }
+    res.status(503).json({ ok: false, reason: redis.reason ?? 'Redis is unreachable', since: redis.since });
   });
 
   app.get('/readyz', async (_req, res) => {

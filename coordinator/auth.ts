@@ -189,7 +189,7 @@ function knownHost(config: AuthConfig, header: string | undefined): boolean {
 }
 
 /** Probes answer whatever Host a load balancer or orchestrator sends, and say nothing worth reading. */
-const UNCHECKED_PATHS = new Set(['/healthz', '/readyz']);
+const UNCHECKED_PATHS = new Set(['/livez', '/healthz', '/readyz']);
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**

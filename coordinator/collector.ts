@@ -34,6 +34,7 @@ import { proofMatches, reportMac } from '../queue/enrollment.js';
 import type { EnrolledKey } from './enrollment.js';
 import type { MatrixRecord, Store, StoredRun } from './store.js';
 import { messageOf } from '../contract/errors.js';
+import { isConnectionError } from '../queue/redis-health.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
@@ -184,12 +185,15 @@ export class Collector {
       try {
         const n = await this.drainOnce(reader);
         if (n > 0 && n < BATCH) await sleep(GATHER_MS);
-        if (this.failing) this.deps.log('collector: Redis reachable again');
+        if (this.failing) this.deps.log('collector: working again');
         this.failing = false;
       } catch (err) {
         if (this.stopping()) break;
-        if (!this.failing) this.deps.log(`collector: ${messageOf(err)} (retrying)`);
-        this.failing = true;
+        // Redis gone is the coordinator's RedisHealth's to say, once per outage.
+        if (!this.failing && !isConnectionError(err)) {
+          this.deps.log(`collector: ${messageOf(err)} (retrying)`);
+          this.failing = true;
+        }
         await sleep(Math.max(this.deps.pollMs, 500));
       }
     }

@@ -83,6 +83,12 @@ export class Dispatcher {
     private readonly signer: JobSigner,
     /** FSBENCH_JOB_TTL: how long after signing an agent may start a job. */
     private readonly jobTtlMs: number = 7 * 86_400_000,
+    /**
+     * A queue's connection errors (the coordinator's RedisHealth). Each queue needs a listener:
+     * BullMQ prints an error no one listens to with console.error, a stack dump per reconnect
+     * attempt while Redis is away. Queue operations that fail also reject to their callers.
+     */
+    private readonly onError: (queue: string, err: Error) => void = () => undefined,
   ) {}
 
   queue(target: string): Queue<unknown, unknown> {
@@ -92,6 +98,9 @@ export class Dispatcher {
         connection: this.redis,
         prefix: this.prefix,
         streams: { events: { maxLen: eventStreamLength(this.maxQueued) } },
+      });
+      q.on('error', (err) => {
+        this.onError(target, err);
       });
       this.queues.set(target, q);
     }

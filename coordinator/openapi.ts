@@ -445,10 +445,27 @@ export function openApiDocument(version: string): JsonSchema {
           responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object', required: ['openapi', 'info', 'paths'], properties: { openapi: { const: '3.1.0' }, info: { type: 'object' }, paths: { type: 'object' } } }) }, ...readErrors() },
         },
       },
+      '/livez': {
+        get: {
+          summary: 'Liveness: the process answers, whatever Redis does (a restart would not bring Redis back). Not checked for the Host or a token; it says nothing else',
+          responses: { '200': { description: 'alive', content: json({ type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: { const: true } } }) } },
+        },
+      },
       '/healthz': {
         get: {
-          summary: 'Liveness: the process answers. Not checked for the Host or a token, so that any probe reaches it; it says nothing else',
-          responses: { '200': { description: 'alive', content: json({ type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: { const: true } } }) } },
+          summary: 'Health: the process answers and reaches Redis. Not checked for the Host or a token, so that any probe reaches it; it says nothing else',
+          responses: {
+            '200': { description: 'alive, and Redis answers', content: json({ type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: { const: true } } }) },
+            '503': {
+              description: 'Redis is unreachable: `reason` names it and the last error, `since` when it was lost',
+              content: json({
+                type: 'object',
+                required: ['ok', 'reason', 'since'],
+                additionalProperties: false,
+                properties: { ok: { const: false }, reason: { type: 'string' }, since: { type: 'string', format: 'date-time' } },
+              }),
+            },
+          },
         },
       },
       '/readyz': {

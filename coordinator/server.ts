@@ -14,7 +14,8 @@ import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
-import { awaitRedis, connectRedis, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
+import { RedisHealth } from '../queue/redis-health.js';
 import { Store } from './store.js';
 import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
@@ -73,6 +74,10 @@ const ENROLL_SYNC_MS = 1_000;
 const DEFAULT_JOB_TTL_MS = 7 * 86_400_000;
 /** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
 const REQUEUE_RETRY_MS = 5_000;
+/** How often the coordinator PINGs Redis to know it answers (queue/redis-health.ts). */
+const HEALTH_PROBE_MS = 1_000;
+/** The longest a stopping coordinator waits for Redis to take its last writes. */
+const STOP_REDIS_MS = 5_000;
 
 /**
  * Runs `work` every `ms`, never two at once (a slow round skips the ticks it overlaps), logging
@@ -103,6 +108,10 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   const log = logTo(logger);
   const redis = connectRedis(s, 'fsbench-coordinator');
   await awaitRedis(redis, s, log);
+  const redisLog = logger.child({ component: 'redis' });
+  const health = new RedisHealth({ url: shownUrl(s.redisUrl), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
+  health.watch(redis, true);
+  health.start(redis);
   const store = Store.open(s.dataDir, logTo(logger.child({ component: 'store' }), 'warn'));
   // The private key stays in the data directory; only the public key's fingerprint is logged.
   const jobKey = await loadOrCreateJobKey(s.dataDir);
@@ -112,7 +121,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       `${s.jobKeyCopy !== undefined ? ` (also written to ${s.jobKeyCopy})` : ''} as FSBENCH_JOB_KEY`,
     { event: 'coordinator.job-key', fingerprint: jobKey.signer.verifier.fingerprint, publicKeyFile: jobKey.publicKeyFile },
   );
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? DEFAULT_JOB_TTL_MS);
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? DEFAULT_JOB_TTL_MS, (queue, err) => {
+    if (!health.observe(err)) log(`queue ${queue}: ${messageOf(err)}`, { event: 'queue.error', queue });
+  });
   const enrollment = new Enrollment({
     db: store.db,
     redis,
@@ -228,6 +239,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     writeLimit: s.writeLimit,
     metrics,
     enrollment,
+    redisHealth: () => health.view(),
   });
   const server = await new Promise<Server>((resolve, reject) => {
     const srv = app.listen(s.port, s.host, (err?: Error) => {
@@ -258,11 +270,21 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
             resolve();
           });
         });
-        await hostTimer.stop();
-        await enrollTimer.stop();
-        await collector.stop();
-        await dispatcher.close();
-        await redis.quit().catch(() => undefined);
+        // What is left needs Redis: each step is waited for only while Redis answers, all of
+        // them together at most STOP_REDIS_MS, so that SIGTERM stops a coordinator whose Redis
+        // is gone (ioredis never settles a command queued while it reconnects).
+        health.stop();
+        const deadline = Date.now() + STOP_REDIS_MS;
+        const left = () => deadline - Date.now();
+        await health.settle(hostTimer.stop(), left());
+        await health.settle(enrollTimer.stop(), left());
+        await health.settle(collector.stop(), left());
+        await health.settle(dispatcher.close(), left());
+        if ((await health.settle(redis.quit(), left())) !== 'done') {
+          // Also ends its reconnect attempts, which would keep the process alive.
+          redis.disconnect();
+          log('coordinator stopped without waiting for Redis, which does not answer', { event: 'coordinator.stop-unreachable', reason: health.view().reason });
+        }
         store.close();
         log('coordinator stopped');
       })()),

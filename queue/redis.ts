@@ -123,14 +123,28 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
     db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
     ...(tlsOptions === undefined ? {} : { tls: tlsOptions }),
     maxRetriesPerRequest: null,
+    retryStrategy: reconnectDelay,
     connectionName: name,
     enableReadyCheck: true,
   };
 }
 
+/** The longest wait between two attempts to reconnect: also how late a process may notice Redis is back. */
+export const RECONNECT_MAX_MS = 5_000;
+
+/**
+ * Reconnects 100 ms after a loss, then twice as late each time up to RECONNECT_MAX_MS, each
+ * delay +-20% so that a fleet's agents do not all reconnect in the same millisecond when Redis
+ * returns. ioredis's default (50 ms more per attempt, at most 2 s) never spreads them.
+ */
+export function reconnectDelay(attempt: number): number {
+  const base = Math.min(RECONNECT_MAX_MS, 100 * 2 ** Math.min(Math.max(0, attempt - 1), 16));
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+}
+
 export function connectRedis(channel: RedisChannel | string, name: string): Redis {
   const redis = new Redis(redisOptions(channel, name));
-  // Connection errors surface as failed or waiting commands, which their callers log once;
+  // Connection errors are RedisHealth's to report, once per outage (queue/redis-health.ts);
   // without a listener ioredis would print every reconnect attempt while Redis is away.
   redis.on('error', () => undefined);
   return redis;

@@ -253,6 +253,7 @@ describe('the OpenAPI document', () => {
 
     // Probes, and the document itself.
     await exchange(conf, base, '/healthz', 200, { headers: rebound });
+    await exchange(conf, base, '/livez', 200, { headers: rebound });
     await exchange(conf, base, '/readyz', 200);
     await exchange(conf, base, '/openapi.json', 200);
     await exchange(conf, base, '/openapi.json', 403, { headers: rebound });
@@ -488,6 +489,9 @@ async function redisAwayAnswers(conf: Conformance, c: Cluster): Promise<void> {
         exchange(conf, coordinator.url, `/v1/matrices/${id}`, 503, { method: 'DELETE' }),
         exchange(conf, coordinator.url, '/v1/agents/approve', 503, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'someone' }) }),
       ]);
+      // Unhealthy too by now, saying why (the state follows the connection's events), yet alive.
+      await exchange(conf, coordinator.url, '/healthz', 503);
+      await exchange(conf, coordinator.url, '/livez', 200);
     } finally {
       await redis.startServer();
     }
