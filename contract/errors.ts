@@ -35,6 +35,7 @@ export const ERRORS = {
   MATRIX_TOO_LONG: { status: 422, exit: 2, doc: 'the matrix would take longer than FSBENCH_MAX_DURATION: split it or shorten its runs' },
   MATRIX_FILE_UNREADABLE: { status: 400, exit: 2, doc: 'the matrix file cannot be read' },
   CONFIG_INVALID: { status: 400, exit: 2, doc: 'a flag, a setting or an input file is invalid' },
+  REDIS_EVICTS: { status: 500, exit: 2, doc: "Redis's maxmemory-policy lets it delete keys when full (anything but noeviction), which would lose queued runs silently: the coordinator does not start until it is noeviction" },
   REDIS_REFUSED: { status: 500, exit: 2, doc: 'Redis refused this process: a missing or wrong password or user (REDIS_URL, FSBENCH_REDIS_PASSWORD_FILE), or a TLS certificate that FSBENCH_REDIS_CA does not verify' },
   BODY_INVALID: { status: 400, exit: 2, doc: 'the request body or query is invalid; `issues` name each field' },
   PAYLOAD_TOO_LARGE: { status: 413, exit: 2, doc: 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },

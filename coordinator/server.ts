@@ -16,6 +16,7 @@ import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
 import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
+import { checkRedisSettings } from '../queue/redis-settings.js';
 import { Store } from './store.js';
 import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
@@ -109,6 +110,11 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   const redis = connectRedis(s, 'fsbench-coordinator');
   await awaitRedis(redis, s, log);
   const redisLog = logger.child({ component: 'redis' });
+  // Before anything is queued: a Redis that may evict keys would lose runs without a word.
+  await checkRedisSettings(redis, shownUrl(s.redisUrl), logTo(redisLog)).catch((err: unknown) => {
+    redis.disconnect();
+    throw err;
+  });
   const health = new RedisHealth({ url: shownUrl(s.redisUrl), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
   health.watch(redis, true);
   health.start(redis);
