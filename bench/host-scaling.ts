@@ -78,7 +78,7 @@ export interface HostScaling {
 
 /** The agents of `count` simulated hosts in this process, until SIGTERM (`--role agents`). */
 export async function agentsProcess(count: number, first: number): Promise<void> {
-  const s = loadSettings(['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey'], {});
+  const s = loadSettings(['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat', 'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey'], {});
   const quiet = () => undefined;
   // One token per host, in the order of the hosts (`side` makes them).
   const tokens = (process.env['BENCH_ENROLL_TOKENS'] ?? '').split(',');

@@ -21,7 +21,24 @@ export interface RedisChannel {
   readonly redisKey?: string | undefined;
   /** FSBENCH_REDIS_PASSWORD_FILE: the password, when REDIS_URL carries none (a compose secret). */
   readonly redisPasswordFile?: string | undefined;
+  /** FSBENCH_REDIS_SENTINELS: ask these sentinels where the primary is; REDIS_URL's host and port are then not used. */
+  readonly redisSentinels?: readonly SentinelAddress[] | undefined;
+  /** FSBENCH_REDIS_MASTER: the name the sentinels monitor the primary under. */
+  readonly redisMaster?: string | undefined;
+  /** FSBENCH_REDIS_SENTINEL_USER and _PASSWORD: the sentinels' own credentials. */
+  readonly redisSentinelUser?: string | undefined;
+  readonly redisSentinelPassword?: string | undefined;
+  /** FSBENCH_REDIS_SENTINEL_TLS: the sentinels speak TLS, checked like the data nodes. */
+  readonly redisSentinelTls?: boolean | undefined;
 }
+
+export interface SentinelAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The master name when FSBENCH_REDIS_MASTER is not set: the one Redis's own sentinel.conf example uses. */
+export const DEFAULT_MASTER_NAME = 'mymaster';
 
 /** A Redis URL as it may be shown in a log or an error: its password, if any, replaced. */
 export function shownUrl(url: string): string {
@@ -35,6 +52,14 @@ export function shownUrl(url: string): string {
 }
 
 const channelOf = (c: RedisChannel | string): RedisChannel => (typeof c === 'string' ? { redisUrl: c } : c);
+
+/** Where a channel leads, as a log or an error may show it: the URL without its password, and the sentinels if any. */
+export function shownRedis(channel: RedisChannel | string): string {
+  const c = channelOf(channel);
+  if (c.redisSentinels === undefined) return shownUrl(c.redisUrl);
+  const sentinels = c.redisSentinels.map((a) => (isIP(a.host) === 6 ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)).join(',');
+  return `the primary of ${c.redisMaster ?? DEFAULT_MASTER_NAME} (sentinels ${sentinels}${c.redisSentinelTls === true ? ', TLS' : ''}; ${shownUrl(c.redisUrl)})`;
+}
 
 const RedisUrl = z.object({
   protocol: z.enum(['redis:', 'rediss:'], { error: 'must start with redis:// or rediss:// (TLS)' }),
@@ -86,8 +111,20 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
     ['FSBENCH_REDIS_KEY', c.redisKey],
   ] as const;
   const given = tlsFiles.filter(([, v]) => v !== undefined).map(([k]) => k);
+  const sentinels = c.redisSentinels;
+  const sentinelTls = sentinels !== undefined && c.redisSentinelTls === true;
+  const sentinelOnly = [
+    ['FSBENCH_REDIS_SENTINEL_USER', c.redisSentinelUser],
+    ['FSBENCH_REDIS_SENTINEL_PASSWORD', c.redisSentinelPassword],
+    ['FSBENCH_REDIS_SENTINEL_TLS', c.redisSentinelTls === true ? 'on' : undefined],
+  ] as const;
+  const stray = sentinelOnly.filter(([, v]) => v !== undefined).map(([k]) => k);
+  // Sentinel credentials without sentinels would be silently ignored, and Redis reached directly.
+  if (sentinels === undefined && stray.length > 0) {
+    throw new FsbenchError('CONFIG_INVALID', `${stray.join(', ')} set, but FSBENCH_REDIS_SENTINELS is not: name the sentinels, or unset ${stray.length > 1 ? 'them' : 'it'}`);
+  }
   // A CA given for a plain connection would protect nothing while looking as if it did.
-  if (!tls && given.length > 0) {
+  if (!tls && !sentinelTls && given.length > 0) {
     throw new FsbenchError('CONFIG_INVALID', `${given.join(', ')} set, but REDIS_URL ${shown} is not TLS: write it as rediss://`);
   }
   if ((c.redisCert === undefined) !== (c.redisKey === undefined)) {
@@ -105,14 +142,44 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
   }
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   let tlsOptions: ConnectionOptions | undefined;
+  // Without servername, Node checks each certificate against the address connected to: what we
+  // want for sentinels (one option object serves them all) and for the primary they name.
+  const trust = (): ConnectionOptions => ({
+    // Node verifies by default; said here so that no option merged in can turn it off.
+    rejectUnauthorized: true,
+    ...(c.redisCa === undefined ? {} : { ca: readPem('FSBENCH_REDIS_CA', c.redisCa, 'the CA certificate') }),
+    ...(c.redisCert === undefined ? {} : { cert: readPem('FSBENCH_REDIS_CERT', c.redisCert, 'the client certificate') }),
+    ...(c.redisKey === undefined ? {} : { key: readPem('FSBENCH_REDIS_KEY', c.redisKey, 'the client key') }),
+  });
   if (tls) {
-    tlsOptions = {
-      // Node verifies by default; said here so that no option merged in can turn it off.
-      rejectUnauthorized: true,
-      ...(isIP(host) === 0 ? { servername: host } : {}),
-      ...(c.redisCa === undefined ? {} : { ca: readPem('FSBENCH_REDIS_CA', c.redisCa, 'the CA certificate') }),
-      ...(c.redisCert === undefined ? {} : { cert: readPem('FSBENCH_REDIS_CERT', c.redisCert, 'the client certificate') }),
-      ...(c.redisKey === undefined ? {} : { key: readPem('FSBENCH_REDIS_KEY', c.redisKey, 'the client key') }),
+    // With sentinels the URL's host is not where the connection goes: no name to check it against.
+    tlsOptions = { ...trust(), ...(isIP(host) === 0 && sentinels === undefined ? { servername: host } : {}) };
+  }
+  if (sentinels !== undefined) {
+    return {
+      sentinels: sentinels.map((a) => ({ host: a.host, port: a.port })),
+      name: c.redisMaster ?? DEFAULT_MASTER_NAME,
+      role: 'master',
+      ...(c.redisSentinelUser === undefined ? {} : { sentinelUsername: c.redisSentinelUser }),
+      ...(c.redisSentinelPassword === undefined ? {} : { sentinelPassword: c.redisSentinelPassword }),
+      ...(sentinelTls ? { sentinelTLS: trust() } : {}),
+      // ioredis speaks TLS to the primary in Sentinel mode only when told so twice.
+      ...(tlsOptions === undefined ? {} : { tls: tlsOptions, enableTLSForSentinelMode: true }),
+      ...(u.username === '' ? {} : { username: decodeURIComponent(u.username) }),
+      ...(password === '' ? {} : { password }),
+      db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
+      maxRetriesPerRequest: null,
+      retryStrategy: reconnectDelay,
+      // All sentinels unreachable: the same spread-out backoff as the data connection's.
+      sentinelRetryStrategy: reconnectDelay,
+      // A primary demoted by a switch-over (SENTINEL FAILOVER) keeps its clients connected but
+      // refuses writes (READONLY) and wakes blocked ones (UNBLOCKED, BullMQ's BZPOPMIN): reconnect,
+      // which asks the sentinels again, and resend the command, which the old primary did not run.
+      // ioredis's failoverDetector would notice sooner but holds a subscription to every sentinel
+      // per connection, and BullMQ makes several connections per worker.
+      reconnectOnError: (err) => (/^(READONLY|UNBLOCKED)\b/.test(err.message) ? 2 : false),
+      connectionName: name,
+      enableReadyCheck: true,
     };
   }
   return {
@@ -170,8 +237,15 @@ const CERT_ERRORS = new Set([
  */
 export function refusal(err: unknown, c: RedisChannel): FsbenchError | undefined {
   if (!(err instanceof Error)) return undefined;
-  const url = shownUrl(c.redisUrl);
+  const url = shownRedis(c);
   const code = 'code' in err && typeof err.code === 'string' ? err.code : '';
+  // ioredis reports a sentinel's refusal inside its own message ("failed to connect to sentinel ...").
+  if (c.redisSentinels !== undefined && /sentinel/i.test(err.message) && /NOAUTH|WRONGPASS|NOPERM/.test(err.message)) {
+    return new FsbenchError(
+      'REDIS_REFUSED',
+      `the sentinels of ${url} refused fsbench (${/WRONGPASS|NOPERM/.exec(err.message)?.[0] ?? 'NOAUTH'}): check FSBENCH_REDIS_SENTINEL_PASSWORD (or its _FILE) and FSBENCH_REDIS_SENTINEL_USER against sentinel.conf`,
+    );
+  }
   if (CERT_ERRORS.has(code)) {
     const trust = c.redisCa === undefined ? "the system's CAs (FSBENCH_REDIS_CA is not set)" : `the CA in FSBENCH_REDIS_CA (${pemShown(c.redisCa)})`;
     return new FsbenchError(
@@ -206,7 +280,7 @@ const REDIS_START_WAIT_MS = 30_000;
  */
 export async function awaitRedis(redis: Redis, channel: RedisChannel | string, log: (line: string) => void): Promise<void> {
   const c = channelOf(channel);
-  const url = shownUrl(c.redisUrl);
+  const url = shownRedis(c);
   const told = setTimeout(() => {
     log(`Redis at ${url} does not answer yet; waiting up to ${REDIS_START_WAIT_MS / 1000} s`);
   }, 2000);

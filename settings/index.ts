@@ -147,6 +147,70 @@ export const SETTINGS = {
     default: '(none)',
     doc: "File holding Redis's password, used when REDIS_URL carries none (compose.yaml shares a generated one this way).",
   },
+  // Sentinel as settings of their own rather than a `redis+sentinel://a,b/name` URL: a URL with
+  // several hosts is not a WHATWG URL (new URL() refuses it, and shownUrl could not redact it),
+  // and this way REDIS_URL keeps meaning the same thing (scheme, user, password, database of the
+  // data nodes) with or without Sentinel, so turning Sentinel on is adding two variables.
+  redisSentinels: {
+    env: 'FSBENCH_REDIS_SENTINELS',
+    flag: '--redis-sentinels <list>',
+    schema: z
+      .string()
+      .optional()
+      .transform((v, ctx) => {
+        if (v === undefined) return undefined;
+        const out: { host: string; port: number }[] = [];
+        for (const entry of commaList(v)) {
+          const m = /^(?:\[([0-9a-f:.]+)\]|([^:[\]\s]+))(?::(\d{1,5}))?$/i.exec(entry);
+          const host = m?.[1] ?? m?.[2];
+          const p = Number(m?.[3] ?? 26379);
+          if (host === undefined || p < 1 || p > 65535) {
+            ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not host:port (an IPv6 address in brackets)` });
+            return z.NEVER;
+          }
+          out.push({ host, port: p });
+        }
+        if (out.length === 0) {
+          ctx.addIssue({ code: 'custom', message: 'names no sentinel' });
+          return z.NEVER;
+        }
+        return out;
+      }),
+    default: '(none: REDIS_URL names Redis itself)',
+    doc:
+      'Redis Sentinel: `host:port,host:port,...` of the sentinels (port 26379 when left out), which name the primary of FSBENCH_REDIS_MASTER ' +
+      "and are asked again after a failover. REDIS_URL then gives only the data nodes' scheme (`rediss://` for TLS), user, password and database; its host and port are not used.",
+  },
+  redisMaster: {
+    env: 'FSBENCH_REDIS_MASTER',
+    flag: '--redis-master <name>',
+    schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be the master name of sentinel.conf (letters, digits, . _ -)').default('mymaster'),
+    default: 'mymaster',
+    doc: 'The name the sentinels monitor the primary under (`sentinel monitor NAME ...`); only with FSBENCH_REDIS_SENTINELS.',
+  },
+  redisSentinelUser: {
+    env: 'FSBENCH_REDIS_SENTINEL_USER',
+    flag: '--redis-sentinel-user <name>',
+    schema: z.string().min(1).optional(),
+    default: '(the default user)',
+    doc: "ACL user to authenticate to the sentinels as (the sentinels' own, apart from REDIS_URL's user of the data nodes).",
+  },
+  redisSentinelPassword: {
+    env: 'FSBENCH_REDIS_SENTINEL_PASSWORD',
+    flag: '--redis-sentinel-password <password>',
+    schema: z.string().min(1).optional(),
+    default: '(none)',
+    secret: true,
+    secretHint: 'a file is the usual way (FSBENCH_REDIS_SENTINEL_PASSWORD_FILE, as compose.sentinel.yaml does)',
+    doc: "Password of the sentinels (`requirepass` in sentinel.conf), which may differ from the data nodes'.",
+  },
+  redisSentinelTls: {
+    env: 'FSBENCH_REDIS_SENTINEL_TLS',
+    flag: '--redis-sentinel-tls',
+    schema: toggle,
+    default: 'off',
+    doc: "The sentinels speak TLS: verified like the data nodes (FSBENCH_REDIS_CA, or the system's CAs; each sentinel's certificate must name the host given for it), with FSBENCH_REDIS_CERT/KEY when they ask for a client certificate.",
+  },
   port: {
     env: 'FSBENCH_PORT',
     flag: '--port <n>',
