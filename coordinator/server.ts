@@ -14,7 +14,7 @@ import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
-import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, onServerChange, shownUrl, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';
 import { Store } from './store.js';
@@ -230,6 +230,23 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   // A previous coordinator may have died between storing a matrix and enqueueing all of it, or
   // between storing a cell's last run and queueing its next.
   for (const id of store.notEnqueued()) await requeue(id, 'finished enqueueing after a restart');
+  // A failover, or a restart, may have lost writes Redis had acknowledged (replication and the
+  // append-only file's fsync are asynchronous): jobs queued, taken or finished. Nothing else
+  // would notice a queued job that vanished: its matrix would wait forever. Every unfinished
+  // matrix is queued again: job ids are deterministic, so jobs still there stay as they are and
+  // stored runs are skipped (tests/redis-sentinel.test.ts loses a matrix's jobs this way).
+  const stopServerWatch = onServerChange(redis, (from, to) => {
+    log(`Redis is another server now (run_id ${from.slice(0, 8)}... became ${to.slice(0, 8)}...: a failover or a restart), which may have lost its last writes: queueing again what unfinished matrices have not stored`, {
+      event: 'redis.server-changed',
+    });
+    void (async () => {
+      for (const m of [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')]) {
+        await requeue(m.id, 'queued again after Redis changed server').catch((err: unknown) => {
+          log(`matrix ${m.id}: queueing again after Redis changed server failed (${messageOf(err)})`, { event: 'matrix.requeue-failed', matrixId: m.id });
+        });
+      }
+    })();
+  });
   measureFurther(store.plans.judgeAll());
   const auth = { token: s.token, readAuth: s.readAuth, allowedHosts: s.allowedHosts ?? [] };
   const app = buildApp({
@@ -279,6 +296,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
         // What is left needs Redis: each step is waited for only while Redis answers, all of
         // them together at most STOP_REDIS_MS, so that SIGTERM stops a coordinator whose Redis
         // is gone (ioredis never settles a command queued while it reconnects).
+        stopServerWatch();
         health.stop();
         const deadline = Date.now() + STOP_REDIS_MS;
         const left = () => deadline - Date.now();

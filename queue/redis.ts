@@ -217,6 +217,33 @@ export function connectRedis(channel: RedisChannel | string, name: string): Redi
   return redis;
 }
 
+/**
+ * Calls `changed` each time `redis` is ready on a different Redis server than before (its
+ * `run_id` differs): a Sentinel failover, or a Redis restarted. Either may have lost writes it
+ * had acknowledged (replication and the append-only file's fsync are both asynchronous), so
+ * whoever relies on what is in Redis must look again. Returns the function that stops watching.
+ */
+export function onServerChange(redis: Redis, changed: (from: string, to: string) => void): () => void {
+  let known: string | undefined;
+  const check = () => {
+    redis.info('server').then(
+      (info) => {
+        const id = /^run_id:([0-9a-f]+)/m.exec(info)?.[1];
+        if (id === undefined) return;
+        if (known !== undefined && id !== known) changed(known, id);
+        known = id;
+      },
+      // Gone again before answering: the next 'ready' checks.
+      () => undefined,
+    );
+  };
+  redis.on('ready', check);
+  if (redis.status === 'ready') check();
+  return () => {
+    redis.off('ready', check);
+  };
+}
+
 /** Node's codes for a server certificate that does not verify. */
 const CERT_ERRORS = new Set([
   'SELF_SIGNED_CERT_IN_CHAIN',

@@ -268,3 +268,89 @@ describe('a primary killed in the middle of a matrix', () => {
     expect(coordinator.output).not.toContain(SENTINEL_PASSWORD);
   }, 240_000);
 });
+
+describe('a failover that loses writes Redis had acknowledged', () => {
+  let lossy: SentinelGroup;
+  beforeAll(async () => {
+    lossy = await startSentinelGroup({ password: PASSWORD, sentinelPassword: SENTINEL_PASSWORD, downAfterMs: 1000 });
+  }, 120_000);
+  afterAll(async () => {
+    await lossy.stop();
+  });
+
+  it('has the coordinator queue again the runs whose jobs vanished, each stored once', async () => {
+    const s = await sentinelEnv('lossy', lossy);
+    const coordinator = fsbench(['coordinator'], s.env);
+    const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
+    const primary = await lossy.primaryPort();
+    const replica = lossy.dataPorts.find((p) => p !== primary) ?? 0;
+    const stateDir = path.join(s.env['FSBENCH_SCRATCH'] ?? '', 'state', 'host-1');
+    await preEnroll(lossy.urlOf(primary), s.env['FSBENCH_QUEUE_PREFIX'] ?? '', await readFile(path.join(s.dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-1', 'host-1');
+    await fsbench(['agent'], { ...s.env, FSBENCH_MACHINE: 'host-1', FSBENCH_HOST_ID: 'host-1', FSBENCH_STATE_DIR: stateDir }).waitFor(/waiting for runs/);
+
+    // Replication cut: the replica can no longer authenticate to the primary, which goes on
+    // acknowledging writes that exist nowhere else, as a lagging replica's primary would.
+    const onReplica = new Redis(lossy.urlOf(replica), { maxRetriesPerRequest: 1 });
+    const onPrimary = new Redis(lossy.urlOf(primary), { maxRetriesPerRequest: 1 });
+    try {
+      await onReplica.config('SET', 'masterauth', 'not-the-password');
+      await onPrimary.client('KILL', 'TYPE', 'replica');
+      for (const end = Date.now() + 10_000; !/^master_link_status:down/m.test(await onReplica.info('replication')); ) {
+        if (Date.now() > end) throw new Error('the replica still follows the primary');
+        await sleep(50);
+      }
+    } finally {
+      onPrimary.disconnect();
+    }
+
+    const CELLS = 30;
+    const { id } = (await client.json('POST', '/v1/matrices', {
+      name: 'sentinel-lossy',
+      workload: 'noop',
+      repetitions: 1,
+      warmup: 0,
+      params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
+    })) as { id: string };
+    const view = async () => (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
+    for (const end = Date.now() + 30_000; (await view()).progress.stored < 5; ) {
+      if (Date.now() > end) throw new Error('no run stored');
+      await sleep(20);
+    }
+    const storedAtKill = (await view()).progress.stored;
+    const killedAt = Date.now();
+    lossy.kill(primary);
+    try {
+      // The replica may be promoted now; it has none of the matrix's jobs.
+      await onReplica.config('SET', 'masterauth', PASSWORD);
+      expect(await lossy.promotedFrom(primary)).toBe(replica);
+      const promotedAt = Date.now();
+      let m = await view();
+      for (const end = Date.now() + 90_000; m.state !== 'done'; m = await view()) {
+        if (Date.now() > end) throw new Error(`the matrix did not finish after the failover lost its jobs: ${JSON.stringify(m)}\n${coordinator.output.slice(-3000)}`);
+        await sleep(50);
+      }
+      const doneAt = Date.now();
+      const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+      const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}#${r.machine}`);
+      expect(new Set(keys).size).toBe(keys.length);
+      expect(keys).toHaveLength(CELLS);
+      expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
+      const requeued = /queued again [^(]*\((\d+) jobs, existing ones kept\)/.exec(coordinator.output);
+      expect(requeued).not.toBeNull();
+      console.log(
+        JSON.stringify({
+          figure: 'sentinel-failover-lossy',
+          runs: CELLS,
+          storedAtKill,
+          jobsQueuedAgain: Number(requeued?.[1]),
+          killToPromotedMs: promotedAt - killedAt,
+          killToDoneMs: doneAt - killedAt,
+          duplicates: keys.length - new Set(keys).size,
+          missing: CELLS - new Set(keys).size,
+        }),
+      );
+    } finally {
+      onReplica.disconnect();
+    }
+  }, 180_000);
+});
