@@ -90,6 +90,8 @@ fi
 chown redis:redis /data
 # The password reaches Redis on stdin, as its configuration, never on a command line that `ps` shows.
 # shellcheck disable=SC2086
+# masterauth too: with Sentinel (compose.sentinel.yaml) any node may be made a replica of another.
 exec $as_redis redis-server - $tls "$@" <<EOF
 requirepass $password
+masterauth $password
 EOF

@@ -131,6 +131,21 @@ describe('compose.yaml', () => {
     expect(merged(['compose.yaml'])).not.toContain('docker.sock');
     expect(merged(['compose.yaml', 'compose.sandbox.yaml'])).toContain('/var/run/docker.sock');
   });
+
+  it('with compose.sentinel.yaml adds a replica and three sentinels, and points coordinator and agents at the sentinels', () => {
+    const [cmd = 'docker-compose', ...args] = composeCmd;
+    const text = execFileSync(cmd, [...args, '-f', 'compose.yaml', '-f', 'compose.sentinel.yaml', 'config'], { cwd: PACKAGE_ROOT, env: baseEnv(), encoding: 'utf8' });
+    const Service = z.object({ environment: z.record(z.string(), z.string().nullable()).optional() }).loose();
+    const config = z.object({ services: z.record(z.string(), Service) }).loose().parse(parseYaml(text));
+    expect(Object.keys(config.services).sort()).toEqual(['agent', 'coordinator', 'redis', 'redis-replica', 'sentinel-1', 'sentinel-2', 'sentinel-3']);
+    for (const name of ['coordinator', 'agent']) {
+      const env = config.services[name]?.environment ?? {};
+      expect(env['FSBENCH_REDIS_SENTINELS']).toBe('sentinel-1:26379,sentinel-2:26379,sentinel-3:26379');
+      expect(env['FSBENCH_REDIS_MASTER']).toBe('fsbench');
+      // The sentinels' password from the same file as Redis's, never written into the file.
+      expect(env['FSBENCH_REDIS_SENTINEL_PASSWORD_FILE']).toBe(env['FSBENCH_REDIS_PASSWORD_FILE']);
+    }
+  });
 });
 
 describe('the stack from compose.yaml, end to end', () => {
