@@ -135,8 +135,10 @@ export class ReportBuilder {
     this.aggregator.finish();
     const order = this.options.cellOrder;
     if (order) {
-      const at = (id: string) => order.get(id) ?? Number.MAX_SAFE_INTEGER;
-      this.cells.sort((a, b) => at(a.cellId) - at(b.cellId) || a.machine.localeCompare(b.machine));
+      // Each cell's position looked up once, not twice per comparison (10,000 cells: 140,000 of them).
+      const keyed = this.cells.map((cell) => ({ cell, at: order.get(cell.cellId) ?? Number.MAX_SAFE_INTEGER }));
+      keyed.sort((a, b) => a.at - b.at || a.cell.machine.localeCompare(b.cell.machine));
+      for (const [i, k] of keyed.entries()) this.cells[i] = k.cell;
     }
     const fingerprintOf = this.options.fingerprintOf;
     const machines = [...this.machines.values()]
