@@ -437,9 +437,17 @@ export const SETTINGS = {
   queuePrefix: {
     env: 'FSBENCH_QUEUE_PREFIX',
     flag: '--queue-prefix <prefix>',
-    schema: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, 'must be 1-32 letters, digits, dashes or underscores').default('fsbench'),
+    // Braces make the prefix a hash tag: every key of the installation (BullMQ's and fsbench's)
+    // then hashes to one slot, which a sharded Redis needs for multi-key commands and scripts.
+    // Never ioredis's keyPrefix, which BullMQ's scripts do not see.
+    schema: z
+      .string()
+      .regex(/^(?:[A-Za-z0-9_-]{1,32}|\{[A-Za-z0-9_-]{1,30}\})$/, 'must be 1-32 letters, digits, dashes or underscores, or such a name in braces ({fsbench})')
+      .default('fsbench'),
     default: 'fsbench',
-    doc: 'Prefix of every Redis key fsbench uses, so several installations (or tests) can share one Redis.',
+    doc:
+      'Prefix of every Redis key fsbench uses, so several installations (or tests) can share one Redis. In braces (`{fsbench}`) it is a hash tag: ' +
+      'every key of the installation, BullMQ\'s included, hashes to one slot, as a sharded Redis (a Redis Cluster, or a proxy in front of shards) requires for multi-key commands and scripts.',
   },
   hostId: {
     env: 'FSBENCH_HOST_ID',
