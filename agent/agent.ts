@@ -6,11 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { Worker } from 'bullmq';
+import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
-import { ANY_TARGET, queueName } from '../queue/jobs.js';
+import { ANY_TARGET, qualifiedQueueName, queueName, type SignedRunReport } from '../queue/jobs.js';
 import { fingerprintsKey, warmedKey } from '../queue/keys.js';
 import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
@@ -20,6 +20,7 @@ import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
 import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
 import { Heartbeat } from './heartbeat.js';
+import { Watchdog } from './watchdog.js';
 import { startHealthFile } from './health-file.js';
 import { HostLock } from './host-lock.js';
 import type { AgentStatus } from '../queue/registry.js';
@@ -85,6 +86,16 @@ async function kernelBootId(): Promise<string> {
     'HOST_ID_UNREADABLE',
     'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
   );
+}
+
+/**
+ * No run taken for this long while some wait and the agent is idle, and the watchdog recreates
+ * the workers: twice the stall timeout (within which BullMQ itself notices a job whose worker
+ * died), at least 10 s (a healthy idle worker takes a waiting job within milliseconds; BullMQ's
+ * blocking read returns at least every 5 s, its drain delay).
+ */
+export function watchdogBound(stallTimeoutMs: number): number {
+  return Math.max(10_000, 2 * stallTimeoutMs);
 }
 
 /** The longest a stopping agent waits for Redis to take its last writes, once its run is over. */
@@ -203,11 +214,80 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     currentRun: exec.currentRun,
     runsDone: exec.runsDone,
     warmupsDone: exec.warmupsDone,
+    workerRestarts,
     fingerprint,
   });
   const heartbeat = new Heartbeat({ redis, prefix: s.queuePrefix, intervalMs: s.heartbeat, lock, status, busy: () => exec.busy, log });
 
   let workers: Worker<unknown, unknown>[] = [];
+  /** Jobs in this agent's hands, and when it last took or finished one: what the watchdog reads. */
+  let inHand = 0;
+  let lastActivity = Date.now();
+  let workerRestarts = 0;
+  const processJob = async (job: Job<unknown, unknown>): Promise<SignedRunReport> => {
+    inHand++;
+    lastActivity = Date.now();
+    try {
+      return await exec.process(job);
+    } finally {
+      inHand--;
+      lastActivity = Date.now();
+    }
+  };
+  /** The workers of `any` and this host's queue; each makes its own blocking connection (a duplicate of `redis`). */
+  const makeWorkers = (): Worker<unknown, unknown>[] =>
+    [ANY_TARGET, hostId].map((target) => {
+      const w = new Worker<unknown, unknown>(queueName(target), processJob, {
+        connection: redis,
+        prefix: s.queuePrefix,
+        concurrency: 1,
+        lockDuration: s.stallTimeout,
+        stalledInterval: s.stallTimeout,
+        maxStalledCount: Math.max(0, s.maxAttempts - 1),
+      });
+      w.on('error', (err) => {
+        if (!redisHealth.observe(err)) log(`queue ${w.name}: ${err.message}`);
+      });
+      w.on('failed', (job, err) => {
+        log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
+      });
+      return w;
+    });
+  const watchdog = new Watchdog({
+    boundMs: watchdogBound(s.stallTimeout),
+    intervalMs: Math.max(250, Math.min(5_000, Math.round(s.stallTimeout / 2))),
+    waiting: async () => {
+      const counts = await Promise.all(
+        [ANY_TARGET, hostId].map(async (t) => {
+          const q = qualifiedQueueName(s.queuePrefix, t);
+          return (await redis.llen(`${q}:wait`)) + (await redis.zcard(`${q}:prioritized`));
+        }),
+      );
+      return counts.reduce((a, b) => a + b, 0);
+    },
+    idle: () => inHand === 0 && !exec.busy,
+    lastActivity: () => lastActivity,
+    reachable: () => redisHealth.isReachable,
+    silentFor: () => {
+      const v = redisHealth.view();
+      return !v.reachable && redis.status === 'ready' ? Date.now() - Date.parse(v.since) : 0;
+    },
+    restart: async (waiting, idleMs) => {
+      workerRestarts++;
+      const why =
+        waiting < 0
+          ? `Redis answered nothing for ${Math.round(idleMs / 1000)} s on connections still open`
+          : `${waiting} run(s) wait on queues ${ANY_TARGET} and ${hostId} but none was taken for ${Math.round(idleMs / 1000)} s while idle`;
+      log(`watchdog: ${why}: recreating the workers and their connections (restart ${workerRestarts})`, { event: 'agent.watchdog-restart', waiting, idleMs, workerRestarts });
+      // A new socket for the main connection; ioredis sends again what waited on the old one.
+      if (waiting < 0) redis.disconnect(true);
+      const old = workers;
+      workers = makeWorkers();
+      // Forced: the old ones' blocking connections are what is stuck, and a graceful close would wait on them.
+      await Promise.all(old.map((w) => w.close(true).catch(() => undefined)));
+    },
+    log,
+  });
   let refresh: NodeJS.Timeout | undefined;
   let recovery: NodeJS.Timeout | undefined;
   let recovering: Promise<void> | undefined;
@@ -217,25 +297,8 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     // Undo now whatever a killed run left on this host; if another agent holds the lock, it did so
     // when it took it, and whoever takes it next does so again.
     if (await lock.tryOnce()) await lock.release();
-    workers = [ANY_TARGET, hostId].map(
-      (target) =>
-        new Worker<unknown, unknown>(queueName(target), exec.process, {
-          connection: redis,
-          prefix: s.queuePrefix,
-          concurrency: 1,
-          lockDuration: s.stallTimeout,
-          stalledInterval: s.stallTimeout,
-          maxStalledCount: Math.max(0, s.maxAttempts - 1),
-        }),
-    );
-    for (const w of workers) {
-      w.on('error', (err) => {
-        if (!redisHealth.observe(err)) log(`queue ${w.name}: ${err.message}`);
-      });
-      w.on('failed', (job, err) => {
-        log(`job ${job?.id ?? '?'} on ${w.name}: ${err.message}`);
-      });
-    }
+    workers = makeWorkers();
+    watchdog.start();
     refresh = setInterval(() => {
       fingerprintNow().then(
         (f) => (fingerprint = f),
@@ -286,6 +349,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     stopping ??= (async () => {
       // Stopping closes connections on purpose: not an outage to report.
       redisHealth.stop();
+      watchdog.stop();
       stopWaiting.abort();
       await redisHealth.settle(enrolled, STOP_REDIS_MS);
       clearInterval(refresh);

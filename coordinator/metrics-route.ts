@@ -15,6 +15,8 @@ export interface MetricsSnapshot {
   readonly runsByState: Readonly<Record<'ok' | 'failed' | 'skipped', number>>;
   readonly matricesByState: Readonly<Partial<Record<'queued' | 'running' | 'done' | 'cancelled', number>>>;
   readonly liveAgents: number;
+  /** Times the live agents' watchdogs recreated their workers (agent/watchdog.ts), summed. */
+  readonly workerRestarts?: number;
   /** Jobs agents refused, by error code (JOB_MISROUTED, JOB_EXPIRED, ...), since Redis was new. */
   readonly refusedJobs?: Readonly<Record<string, number>>;
   /** Agent keys enrolled, and waiting for enrollment. */
@@ -96,6 +98,16 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
     registers: [registry],
     async collect() {
       this.set((await snapshot()).liveAgents);
+    },
+  });
+  new Gauge({
+    // Each agent counts its own and says so in its heartbeat: a sum over the live ones, so it
+    // drops when an agent that restarted its workers goes away.
+    name: 'fsbench_agent_worker_restarts',
+    help: "Times the live agents' watchdogs recreated their workers and connections: runs waited, the agent was idle, and it took none for twice the stall timeout.",
+    registers: [registry],
+    async collect() {
+      this.set((await snapshot()).workerRestarts ?? 0);
     },
   });
   new Gauge({

@@ -49,11 +49,13 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
     runsByState.skipped += t.skipped;
     matricesByState[t.state] = t.matrices;
   }
+  const agents = await liveAgents(s.redis, s.prefix);
   return {
     queueDepth: await s.dispatcher.waiting([ANY_TARGET, ...s.store.activeTargets(Date.now() - FINISHED_TARGETS_MS)]),
     runsByState,
     matricesByState,
-    liveAgents: (await liveAgents(s.redis, s.prefix)).length,
+    liveAgents: agents.length,
+    workerRestarts: agents.reduce((n, a) => n + (a.workerRestarts ?? 0), 0),
     refusedJobs: RefusalCounts.parse(await s.redis.hgetall(refusalsKey(s.prefix))),
     ...(s.enrollment ? { agentKeys: s.enrollment.counts() } : {}),
   };

@@ -42,6 +42,8 @@ export const AgentStatus = z
     runsDone: z.number().int().nonnegative(),
     /** Warmup runs made and thrown away: once per cell and host. */
     warmupsDone: z.number().int().nonnegative().default(0),
+    /** Times its watchdog recreated its workers: runs waited, the agent idle, none taken (agent/watchdog.ts); absent from older agents. */
+    workerRestarts: z.number().int().nonnegative().optional(),
     /**
      * Read back only: the agent's clock minus the Redis server's at the last beat (plus the
      * beat's trip to Redis). Its results' timestamps are off by as much.

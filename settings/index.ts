@@ -470,7 +470,7 @@ export const SETTINGS = {
     flag: '--stall-timeout <duration>',
     schema: duration(500, 3_600_000).default(30_000),
     default: '30s',
-    doc: 'How long a run whose agent died stays claimed before another agent retries it.',
+    doc: 'How long a run whose agent died stays claimed before another agent retries it. Twice it (at least 10 s) is how long an idle agent lets runs wait untaken, or Redis stay silent on its open connections, before its watchdog recreates its workers and connections.',
   },
   hostTimeout: {
     env: 'FSBENCH_HOST_TIMEOUT',

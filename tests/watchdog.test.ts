@@ -1,0 +1,249 @@
+/**
+ * The agent's watchdog on progress (issue 21, item 4), with real processes and a real
+ * redis-server. The agent reaches Redis through a TCP relay in this test that can make chosen
+ * connections silent (what it reads or writes vanishes, nothing is closed): the state BullMQ's
+ * failover bugs leave a worker in, a blocking read that never returns. CLIENT KILL of the
+ * blocking connections and a Redis frozen longer than the drain delay are tried too: BullMQ
+ * recovers from those by itself here, and the watchdog must then stay quiet.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorClient } from '../cli/client.js';
+import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
+import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
+import { preEnroll } from './helpers/enroll.js';
+import { CLI, freshCli } from './helpers/local.js';
+
+/** A TCP relay to Redis whose connections can be made silent one by one. */
+class Relay {
+  private readonly pairs: { client: Socket; upstream: Socket; silent: boolean }[] = [];
+  private server: Server | undefined;
+  port = 0;
+
+  async start(target: number): Promise<void> {
+    const server = createServer((client) => {
+      const upstream = connect(target, '127.0.0.1');
+      const pair = { client, upstream, silent: false };
+      this.pairs.push(pair);
+      client.on('data', (d) => {
+        if (!pair.silent) upstream.write(d);
+      });
+      upstream.on('data', (d) => {
+        if (!pair.silent) client.write(d);
+      });
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      for (const s of [client, upstream]) s.on('close', end).on('error', end);
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const a = server.address();
+    this.port = typeof a === 'object' && a !== null ? a.port : 0;
+  }
+
+  /** Makes the connections Redis sees coming from these local ports silent; how many it found. */
+  silence(upstreamPorts: ReadonlySet<number>): number {
+    let n = 0;
+    for (const p of this.pairs) {
+      if (p.upstream.localPort !== undefined && upstreamPorts.has(p.upstream.localPort)) {
+        p.silent = true;
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Makes every connection open now silent; how many. */
+  silenceAll(): number {
+    for (const p of this.pairs) p.silent = true;
+    return this.pairs.length;
+  }
+
+  async stop(): Promise<void> {
+    for (const p of this.pairs) {
+      p.client.destroy();
+      p.upstream.destroy();
+    }
+    await new Promise<void>((resolve) => {
+      if (this.server) {
+        this.server.close(() => {
+          resolve();
+        });
+      } else resolve();
+    });
+  }
+}
+
+let redis: TestRedis;
+const children: ChildProcess[] = [];
+const cleanups: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  await freshCli();
+  redis = await startRedis();
+}, 180_000);
+afterAll(async () => {
+  await redis.stop();
+});
+afterEach(async () => {
+  redis.resume();
+  for (const c of children.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGKILL');
+      await new Promise((r) => c.once('exit', r));
+    }
+  }
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+interface Proc {
+  readonly child: ChildProcess;
+  output: string;
+  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
+}
+
+function fsbench(args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const proc: Proc = {
+    child,
+    output: '',
+    waitFor: async (re, ms = 20_000) => {
+      const end = Date.now() + ms;
+      for (;;) {
+        const m = re.exec(proc.output);
+        if (m) return m;
+        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
+        await sleep(20);
+      }
+    },
+  };
+  const collect = (d: Buffer) => {
+    proc.output += d.toString();
+  };
+  child.stderr.on('data', collect);
+  child.stdout.on('data', collect);
+  return proc;
+}
+
+async function tempDir(name: string): Promise<string> {
+  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-watchdog-${name}-`));
+  cleanups.push(() => rm(d, { recursive: true, force: true }));
+  return d;
+}
+
+interface Stack {
+  readonly agent: Proc;
+  readonly client: CoordinatorClient;
+  readonly admin: Redis;
+}
+
+/** A coordinator on Redis itself, and an agent that reaches Redis through `relay` (stall timeout 2 s: the watchdog's bound is 10 s). */
+async function stack(name: string, relay: Relay): Promise<Stack> {
+  const dataDir = await tempDir('data');
+  await writeNewJobKey(dataDir);
+  const scratch = await tempDir('scratch');
+  const prefix = uniquePrefix(name);
+  const env = {
+    FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+    REDIS_URL: redis.url,
+    FSBENCH_QUEUE_PREFIX: prefix,
+    FSBENCH_DATA_DIR: dataDir,
+    FSBENCH_PORT: '0',
+    FSBENCH_HEARTBEAT: '200ms',
+    FSBENCH_STALL_TIMEOUT: '2s',
+    FSBENCH_SCRATCH: scratch,
+  };
+  const coordinator = fsbench(['coordinator'], env);
+  const url = (await coordinator.waitFor(/listening on (http:\/\/[^\s;"]+)/))[1] ?? '';
+  const stateDir = path.join(scratch, 'state');
+  await preEnroll(redis.url, prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-1', 'm1');
+  const agent = fsbench(['agent'], { ...env, REDIS_URL: `redis://127.0.0.1:${relay.port}`, FSBENCH_MACHINE: 'm1', FSBENCH_HOST_ID: 'host-1', FSBENCH_STATE_DIR: stateDir });
+  await agent.waitFor(/waiting for runs/);
+  const admin = new Redis(redis.url);
+  cleanups.push(() => {
+    admin.disconnect();
+    return Promise.resolve();
+  });
+  return { agent, client: new CoordinatorClient(url), admin };
+}
+
+/** The server-side ports of the connections blocked in BZPOPMIN: the agent's workers' blocking connections. */
+async function blockingPorts(admin: Redis): Promise<Set<number>> {
+  const ports = new Set<number>();
+  for (let i = 0; i < 50 && ports.size < 2; i++) {
+    for (const line of String(await admin.client('LIST')).split('\n')) {
+      const m = /\baddr=127\.0\.0\.1:(\d+)\b.*\bcmd=bzpopmin\b/.exec(line);
+      if (m) ports.add(Number(m[1]));
+    }
+    if (ports.size < 2) await sleep(100);
+  }
+  return ports;
+}
+
+/** Submits `runs` no-op runs and waits for the matrix; how long it took. */
+async function matrixTime(c: CoordinatorClient, name: string, runs: number, ms = 60_000): Promise<number> {
+  const t = Date.now();
+  const { id } = (await c.json('POST', '/v1/matrices', { name, workload: 'noop', repetitions: 1, warmup: 0, params: { value: Array.from({ length: runs }, (_, i) => i), sleep: '10ms' } })) as { id: string };
+  for (;;) {
+    const m = (await c.json('GET', `/v1/matrices/${id}`)) as { state: string; progress: { stored: number } };
+    if (m.state === 'done') {
+      expect(m.progress.stored).toBe(runs);
+      return Date.now() - t;
+    }
+    if (Date.now() - t > ms) throw new Error(`matrix ${name} not done after ${ms} ms: ${JSON.stringify(m)}`);
+    await sleep(100);
+  }
+}
+
+const restarts = (p: Proc) => p.output.split('\n').filter((l) => l.includes('"event":"agent.watchdog-restart"'));
+
+async function relayTo(): Promise<Relay> {
+  const relay = new Relay();
+  await relay.start(redis.port);
+  cleanups.push(() => relay.stop());
+  return relay;
+}
+
+describe("an agent's watchdog on progress", () => {
+  it('re-makes the connections and workers when all of them fall silent (packets dropped, nothing closed), logs why, counts it in /metrics', async () => {
+    const relay = await relayTo();
+    const s = await stack('silent', relay);
+    await matrixTime(s.client, 'before', 3);
+    expect(relay.silenceAll()).toBeGreaterThanOrEqual(3);
+    const took = await matrixTime(s.client, 'silent', 5);
+    const lines = restarts(s.agent);
+    console.log(`all agent connections silent: 5 runs done after ${took} ms, ${lines.length} watchdog restart(s): ${lines[0]?.slice(0, 400) ?? ''}`);
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    // PING unanswered 5 s (lost), then the bound (10 s) and a check interval.
+    expect(took).toBeGreaterThanOrEqual(10_000);
+    expect(took).toBeLessThan(30_000);
+    expect(lines[0]).toMatch(/Redis answered nothing for 1\d s on connections still open: recreating the workers and their connections/);
+    const metrics = await s.client.text('/metrics');
+    expect(metrics).toMatch(/^fsbench_agent_worker_restarts [1-9]\d*$/m);
+  }, 90_000);
+
+  it('stays quiet where BullMQ recovers by itself: CLIENT KILL of the blocking connections, Redis frozen longer than the drain delay', async () => {
+    const relay = await relayTo();
+    const s = await stack('quiet', relay);
+    await matrixTime(s.client, 'before', 3);
+    for (const port of await blockingPorts(s.admin)) await s.admin.client('KILL', `127.0.0.1:${port}`);
+    const afterKill = await matrixTime(s.client, 'killed', 5);
+    redis.pause();
+    await sleep(8_000);
+    redis.resume();
+    const afterFreeze = await matrixTime(s.client, 'frozen', 5);
+    console.log(`CLIENT KILL: 5 runs after ${afterKill} ms; frozen 8 s: 5 runs after ${afterFreeze} ms; watchdog restarts: ${restarts(s.agent).length}`);
+    expect(afterKill).toBeLessThan(5_000);
+    expect(afterFreeze).toBeLessThan(8_000);
+    expect(restarts(s.agent)).toEqual([]);
+  }, 90_000);
+});
