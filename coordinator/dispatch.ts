@@ -18,6 +18,8 @@ import type { TargetInfo } from './store.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;
+/** Targets whose queues one enqueue fills at once: their round trips overlap, Redis sees no more than this many addBulk calls together. */
+const TARGETS_AT_ONCE = 16;
 
 /** The hosts (or `any`) a placement selects among the live agents. */
 export function resolveTargets(placement: Placement, agents: readonly AgentStatus[]): TargetInfo[] {
@@ -109,15 +111,17 @@ export class Dispatcher {
 
   /** Runs waiting (not yet started) on the given targets' queues. */
   async waiting(targets: Iterable<string>): Promise<number> {
-    let n = 0;
-    for (const t of new Set(targets)) n += await this.queue(t).getJobCountByTypes('wait', 'delayed', 'prioritized');
-    return n;
+    // Asked all at once (one round trip's wait, not one per queue): `placement: all` over 1,000
+    // hosts counted 1,001 queues one after another, and overran the submission's 10 s deadline.
+    const counts = await Promise.all([...new Set(targets)].map((t) => this.queue(t).getJobCountByTypes('wait', 'delayed', 'prioritized')));
+    return counts.reduce((a, b) => a + b, 0);
   }
 
   async enqueue(r: EnqueueRequest): Promise<number> {
     let added = 0;
     const order = runOrder(r.cells.length, r.repetitions, r.order ?? 'interleaved', r.seed);
-    for (const t of r.targets) {
+    let stopped = false;
+    const fill = async (t: TargetInfo): Promise<void> => {
       let batch: QueuedJob[] = [];
       const flush = async () => {
         if (batch.length === 0) return;
@@ -132,12 +136,31 @@ export class Dispatcher {
         if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
         batch.push(this.job(r.matrixId, cell, t.target, repetition, r.warmup));
         if (batch.length >= CHUNK) {
-          if (r.stillWanted && !r.stillWanted()) return added;
+          if (stopped || (r.stillWanted && !r.stillWanted())) {
+            stopped = true;
+            return;
+          }
           await flush();
         }
       }
       await flush();
-    }
+    };
+    // Several targets' queues filled at once, each in its own order: one after another,
+    // `placement: all` over 1,000 hosts waited for 1,000 round trips and overran the
+    // submission's 10 s deadline.
+    // Once one of them stops (not wanted any more, or Redis failed), none takes another target,
+    // and the enqueue settles only when all have, as it did one target at a time.
+    const next = r.targets[Symbol.iterator]();
+    const filler = async (): Promise<void> => {
+      for (let t = next.next(); t.done !== true && !stopped; t = next.next()) {
+        await fill(t.value).catch((err: unknown) => {
+          stopped = true;
+          throw err;
+        });
+      }
+    };
+    const settled = await Promise.allSettled(Array.from({ length: TARGETS_AT_ONCE }, filler));
+    for (const s of settled) if (s.status === 'rejected') throw s.reason;
     return added;
   }
 
