@@ -22,9 +22,10 @@
  * measure nothing on the kernel, so they never take the host lock and both variants run two at
  * a time; the variants differ in the queues and locks the agents look at.
  *
- * Then the coordinator's CPU per run with `placement: all` over 2 and over 100 simulated hosts,
- * side by side (host-scaling.ts; `--scale-hosts 2,100 --scale-runs 2000 --scale-rounds 3`, and
- * `--only hosts` for that part alone, kept beside the figures already in `--out`).
+ * Then the coordinator's CPU per run with `placement: all` over 2 and over 1,000 simulated hosts,
+ * side by side, and what Redis holds per host and per queued run (host-scaling.ts;
+ * `--scale-hosts 2,1000 --scale-runs 3000 --scale-rounds 3`). `--only hosts` runs that part
+ * alone, `--only dispatch` the rest without it, each kept beside the other's figures in `--out`.
  *
  * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
  * there (open them in Chrome's DevTools); the processes run slower while profiled.
@@ -249,8 +250,8 @@ async function main(): Promise<void> {
       rounds: { type: 'string', default: '3' },
       hosts: { type: 'string', default: '1' },
       'bare-workers': { type: 'string', default: '1,2' },
-      'scale-hosts': { type: 'string', default: '2,100' },
-      'scale-runs': { type: 'string', default: '2000' },
+      'scale-hosts': { type: 'string', default: '2,1000' },
+      'scale-runs': { type: 'string', default: '3000' },
       'scale-rounds': { type: 'string', default: '3' },
       only: { type: 'string', default: '' },
       agents: { type: 'string', default: '1' },
@@ -290,6 +291,11 @@ async function main(): Promise<void> {
       process.stdout.write(`${scaleRuns} runs, placement all over ${hosts} hosts, median of ${scaleRounds}: coordinator CPU ${perRun} ms per run; idle ${idle} ms per second\n`);
     }
     process.stdout.write(`  ratio (coordinator CPU per run, ${scaleHosts.at(-1) ?? 0} hosts / ${scaleHosts[0] ?? 0}): median ${h.ratio.median}, rounds ${h.ratio.perRound.join(', ')}\n`);
+    const m = h.redisMemory;
+    process.stdout.write(
+      `  Redis at ${m.hosts} hosts (used_memory, with each connection's buffers; keys alone): ${m.bytesPerHost} B (${m.datasetBytesPerHost} B) per registered host, ` +
+        `${m.bytesPerQueuedRun} B (${m.datasetBytesPerQueuedRun} B) per queued run\n`,
+    );
     process.stdout.write(
       `  checking report MACs at ${h.reportChecks.hosts} hosts: ${(h.reportChecks.median * 100).toFixed(1)}% of coordinator CPU per run (net of idle) side by side (median; rounds ` +
         `${h.reportChecks.perRound.map((x) => `${(x * 100).toFixed(1)}%`).join(', ')}); the check alone ${h.reportChecks.directMicrosecondsPerReport} us per report, ` +
@@ -330,7 +336,10 @@ async function main(): Promise<void> {
       results.push(r);
     }
     const retention = await measureRetention(redis.url, CLI, [Math.min(n, 2000), n, n, n]);
-    const scaling = await hostScaling();
+    // `--only dispatch`: the host scaling of an earlier run kept as it was.
+    const previousScaling =
+      values.only === 'dispatch' ? z.object({ hostScaling: z.unknown() }).loose().safeParse(JSON.parse(await readFile(values.out, 'utf8').catch(() => '{}'))).data?.hostScaling : undefined;
+    const scaling = values.only === 'dispatch' ? undefined : await hostScaling();
     const ratios = hostsList.flatMap((hosts) =>
       bareList.map((workers) => {
         const perRound = results.map((r) => {
@@ -350,7 +359,7 @@ async function main(): Promise<void> {
       coordinatorPeakRssMiB: Math.max(...results.flatMap((r) => r.fsbench.map((x) => mib(x.coordinatorPeakRssBytes)))),
       coordinatorRssSamples: results[0]?.fsbench[0]?.coordinatorRssSamples ?? [],
       coordinatorRetention: retention,
-      hostScaling: { date: new Date().toISOString(), ...scaling },
+      hostScaling: scaling === undefined ? previousScaling : { date: new Date().toISOString(), ...scaling },
     };
     mkdirSync(path.dirname(values.out), { recursive: true });
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
@@ -368,7 +377,7 @@ async function main(): Promise<void> {
     process.stdout.write(`  coordinator RSS peak ${report.coordinatorPeakRssMiB} MiB\n`);
     const heap = retention.heapAfterGcMiB.map((h) => `${h.heapMiB} MiB after ${h.runs} runs`).join(', ');
     process.stdout.write(`  coordinator heap after full collections: ${heap}\n`);
-    printHostScaling(scaling);
+    if (scaling !== undefined) printHostScaling(scaling);
     process.stdout.write(`written to ${values.out}\n`);
   } finally {
     await redis.stop();

@@ -1,6 +1,6 @@
 /**
  * Part of `npm run bench:dispatch`: what the coordinator pays per run as the hosts grow. The
- * same number of no-op runs, placed with `placement: all` over 2 and over 100 simulated hosts
+ * same number of no-op runs, placed with `placement: all` over 2 and over 1,000 simulated hosts
  * (agents with distinct host ids, many to a process: a process per agent would measure this
  * machine's two cores, not the coordinator), side by side in one run. The coordinator is a
  * process of its own, so its CPU (user + system, from /proc) is its alone; it is read from the
@@ -25,7 +25,9 @@ import { authenticate } from '../coordinator/collector.js';
 import type { EnrolledKey } from '../coordinator/enrollment.js';
 import { reportMac, reportMacKey } from '../queue/enrollment.js';
 import { loadSettings } from '../settings/index.js';
-import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';
+import { child, stopChild, waitOutput, type Child } from '../tests/fixtures/processes.js';
+import { connectRedis } from '../queue/redis.js';
+import type { Redis } from 'ioredis';
 import { median } from '../stats/summary.js';
 
 /** Cells per matrix: the contract caps a parameter list at 1000 values. */
@@ -50,6 +52,18 @@ export interface HostScalingSide {
    * runs cost it, without the polling that a slower side (this machine is shared) pays more of.
    */
   readonly coordinatorNetCpuMsPerRun: number;
+  /**
+   * Redis (INFO memory) with no agent, with every host's agent registered and idle, and with
+   * every run queued (the agents stopped meanwhile): used_memory, which counts each client
+   * connection's buffers, and used_memory_dataset, the keys alone.
+   */
+  readonly redisMemory: {
+    readonly clients: { readonly empty: number; readonly registered: number };
+    readonly bytesPerHost: number;
+    readonly datasetBytesPerHost: number;
+    readonly bytesPerQueuedRun: number;
+    readonly datasetBytesPerQueuedRun: number;
+  };
 }
 
 export interface HostScaling {
@@ -62,6 +76,8 @@ export interface HostScaling {
    * checking them, per round and the median: the share of the coordinator's CPU per run that
    * checking reports costs.
    */
+  /** At the most hosts, medians over the rounds' sides that checked reports (HostScalingSide.redisMemory). */
+  readonly redisMemory: { readonly hosts: number; readonly bytesPerHost: number; readonly datasetBytesPerHost: number; readonly bytesPerQueuedRun: number; readonly datasetBytesPerQueuedRun: number };
   readonly reportChecks: {
     readonly hosts: number;
     readonly median: number;
@@ -140,6 +156,32 @@ async function cpuSecondsOf(pid: number | undefined): Promise<number> {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** INFO memory's used_memory and used_memory_dataset, and INFO clients' connected_clients. */
+async function redisMemory(redis: Redis): Promise<{ used: number; dataset: number; clients: number }> {
+  const info = `${await redis.info('memory')}\n${await redis.info('clients')}`;
+  const field = (key: string) => Number(new RegExp(`^${key}:(\\d+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return { used: field('used_memory'), dataset: field('used_memory_dataset'), clients: field('connected_clients') };
+}
+
+/**
+ * The agents of one simulated host per token, in `processes` processes of `self --role agents`
+ * (bench/dispatch.js), with the coordinator's settings in `env`: a process per agent would
+ * measure this machine's cores, not the coordinator. Wait for them with simulatedHostsReady.
+ */
+export function startSimulatedHosts(self: string, env: Record<string, string>, tokens: readonly string[], processes = AGENT_PROCESSES): Child[] {
+  const hosts = tokens.length;
+  return Array.from({ length: processes }, (_, p) => {
+    const first = Math.floor((p * hosts) / processes);
+    const count = Math.floor(((p + 1) * hosts) / processes) - first;
+    return child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], { ...env, BENCH_ENROLL_TOKENS: tokens.slice(first, first + count).join(',') });
+  });
+}
+
+/** Once every simulated host's agent is enrolled; 1,000 of them take a minute or two here. */
+export async function simulatedHostsReady(procs: readonly Child[], ms = 300_000): Promise<void> {
+  await Promise.all(procs.map((p) => waitOutput(p.output, /ready/, ms)));
+}
+
 const Agents = z.object({ hosts: z.number() }).loose();
 const Created = z.object({ id: z.string(), runs: z.number() }).loose();
 const Matrix = z.object({ state: z.string() }).loose();
@@ -155,26 +197,54 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
     const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
     const client = new CoordinatorClient(url);
     const { tokens } = Tokens.parse(await client.json('POST', '/v1/agents/tokens', { count: hosts, ttl: '1h' }));
-    for (let p = 0; p < AGENT_PROCESSES; p++) {
-      const first = Math.floor((p * hosts) / AGENT_PROCESSES);
-      const count = Math.floor(((p + 1) * hosts) / AGENT_PROCESSES) - first;
-      const agentEnv = { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), BENCH_ENROLL_TOKENS: tokens.slice(first, first + count).join(',') };
-      procs.push(child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], agentEnv));
-    }
-    for (const p of procs) await waitOutput(p.output, /ready/, 120_000);
-    while (Agents.parse(await client.json('GET', '/v1/agents')).hosts < hosts) await sleep(100);
-    const cells = Math.ceil(runs / hosts);
-    const before = await cpuSecondsOf(coord.proc.pid);
-    const start = Date.now();
+    const redis = connectRedis(redisUrl, 'bench-hosts-memory');
+    let memory: HostScalingSide['redisMemory'];
+    let before: number;
+    let start: number;
     const ids: string[] = [];
     let placed = 0;
-    for (let i = 0; i < cells; i += PER_MATRIX) {
-      const values = Array.from({ length: Math.min(PER_MATRIX, cells - i) }, (_, k) => i + k);
-      const m = Created.parse(await client.json('POST', '/v1/matrices', { name: `hosts-${hosts}-${i}`, workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: values } }));
-      ids.push(m.id);
-      placed += m.runs;
+    try {
+      const empty = await redisMemory(redis);
+      procs.push(...startSimulatedHosts(self, { ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem') }, tokens));
+      await simulatedHostsReady(procs);
+      while (Agents.parse(await client.json('GET', '/v1/agents')).hosts < hosts) await sleep(100);
+      const registered = await redisMemory(redis);
+      // The agents stopped (SIGSTOP) while the runs are queued, so that Redis holds every one of
+      // them when it is measured; their heartbeats lapse only after 5 missed beats (10 s), longer
+      // than submitting takes, and they take the runs once continued.
+      for (const p of procs) p.proc.kill('SIGSTOP');
+      try {
+        before = await cpuSecondsOf(coord.proc.pid);
+        start = Date.now();
+        const cells = Math.ceil(runs / hosts);
+        for (let i = 0; i < cells; i += PER_MATRIX) {
+          const values = Array.from({ length: Math.min(PER_MATRIX, cells - i) }, (_, k) => i + k);
+          const m = Created.parse(await client.json('POST', '/v1/matrices', { name: `hosts-${hosts}-${i}`, workload: 'noop', repetitions: 1, warmup: 0, placement: 'all', params: { value: values } }));
+          ids.push(m.id);
+          placed += m.runs;
+        }
+        const queued = await redisMemory(redis);
+        memory = {
+          clients: { empty: empty.clients, registered: registered.clients },
+          bytesPerHost: Math.round((registered.used - empty.used) / hosts),
+          datasetBytesPerHost: Math.round((registered.dataset - empty.dataset) / hosts),
+          bytesPerQueuedRun: Math.round((queued.used - registered.used) / placed),
+          datasetBytesPerQueuedRun: Math.round((queued.dataset - registered.dataset) / placed),
+        };
+      } finally {
+        for (const p of procs) p.proc.kill('SIGCONT');
+      }
+    } finally {
+      await redis.quit();
     }
-    for (const id of ids) while (Matrix.parse(await client.json('GET', `/v1/matrices/${id}`)).state !== 'done') await sleep(250);
+    for (const id of ids) {
+      while (Matrix.parse(await client.json('GET', `/v1/matrices/${id}`)).state !== 'done') {
+        // An agents' process gone would leave its hosts' runs waiting for ever.
+        const gone = procs.find((p) => p.proc.exitCode !== null || p.proc.signalCode !== null);
+        if (gone) throw new Error(`an agents' process exited (${gone.proc.exitCode ?? gone.proc.signalCode ?? '?'}) before its runs were done:\n${gone.output().slice(-4000)}`);
+        await sleep(250);
+      }
+    }
     const seconds = (Date.now() - start) / 1000;
     const busy = (await cpuSecondsOf(coord.proc.pid)) - before;
     const idleBefore = await cpuSecondsOf(coord.proc.pid);
@@ -190,6 +260,7 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
       coordinatorCpuSeconds: Number(busy.toFixed(2)),
       coordinatorCpuMsPerRun: Number(((busy * 1000) / placed).toFixed(3)),
       coordinatorIdleCpuMsPerSecond: Number(((idle * 1000) / (IDLE_MS / 1000)).toFixed(1)),
+      redisMemory: memory,
     };
   } finally {
     await Promise.all(procs.map((p) => stopChild(p.proc)));
@@ -227,13 +298,23 @@ export async function measureHostScaling(redisUrl: string, self: string, hostCou
   });
   const direct = reportCheckMicroseconds();
   const perRunChecked = median(result.map((r) => r.sides.find((x) => x.hosts === most && x.verifyReports)?.coordinatorNetCpuMsPerRun ?? Number.NaN));
+  const mostChecked = result.flatMap((r) => r.sides.filter((x) => x.hosts === most && x.verifyReports));
+  const memoryMedian = (f: (m: HostScalingSide['redisMemory']) => number) => median(mostChecked.map((x) => f(x.redisMemory)));
   return {
     setup:
       `${runs} no-op runs per side, placement: all (cells = runs / hosts), submitted over HTTP; a coordinator process; ` +
       `the hosts' agents in-process in ${AGENT_PROCESSES} processes, distinct FSBENCH_HOST_ID each, default heartbeat; ` +
-      `coordinator CPU from the submission until the last run is stored, then ${IDLE_MS / 1000} s idle`,
+      `coordinator CPU from the submission until the last run is stored, then ${IDLE_MS / 1000} s idle; ` +
+      'Redis INFO memory before the agents start, once every host is registered, and with every run queued (agents stopped with SIGSTOP while submitting)',
     rounds: result,
     ratio: { median: median(perRound), perRound },
+    redisMemory: {
+      hosts: most,
+      bytesPerHost: memoryMedian((m) => m.bytesPerHost),
+      datasetBytesPerHost: memoryMedian((m) => m.datasetBytesPerHost),
+      bytesPerQueuedRun: memoryMedian((m) => m.bytesPerQueuedRun),
+      datasetBytesPerQueuedRun: memoryMedian((m) => m.datasetBytesPerQueuedRun),
+    },
     reportChecks: {
       hosts: most,
       median: median(checkShare),
