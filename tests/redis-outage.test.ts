@@ -3,7 +3,7 @@
  * and agent (the compiled CLI, as a user runs them), Redis stopped for 10 s in the middle of a
  * matrix. Before this, the coordinator printed a multi-line ECONNREFUSED dump outside its JSON
  * log at every reconnect attempt (243 non-JSON lines in 20 s), the agent a JSON line per attempt
- * and worker (142 in 20 s), and neither stopped on SIGTERM while Redis was away (killed after
+ * and worker (108 in 20 s), and neither stopped on SIGTERM while Redis was away (killed after
  * 30 s). The tests print what they measure.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
