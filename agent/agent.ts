@@ -12,7 +12,7 @@ import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, qualifiedQueueName, queueName, type SignedRunReport } from '../queue/jobs.js';
 import { fingerprintsKey, warmedKey } from '../queue/keys.js';
-import { awaitRedis, connectRedis, shownUrl, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { readBootId } from '../host/kernel.js';
@@ -126,7 +126,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   };
   const redis: Redis = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);
-  const redisHealth = new RedisHealth({ url: shownUrl(s.redisUrl), log, probeMs: s.heartbeat });
+  const redisHealth = new RedisHealth({ url: shownRedis(s), log, probeMs: s.heartbeat });
   redisHealth.watch(redis, true);
   redisHealth.start(redis);
   const health = s.healthFile === undefined ? undefined : await startHealthFile({ file: s.healthFile, intervalMs: s.heartbeat, redis: () => redisHealth.view(), log });

@@ -14,7 +14,7 @@ import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
-import { awaitRedis, connectRedis, onServerChange, shownUrl, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, onServerChange, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';
 import { Store } from './store.js';
@@ -111,11 +111,11 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   await awaitRedis(redis, s, log);
   const redisLog = logger.child({ component: 'redis' });
   // Before anything is queued: a Redis that may evict keys would lose runs without a word.
-  await checkRedisSettings(redis, shownUrl(s.redisUrl), logTo(redisLog)).catch((err: unknown) => {
+  await checkRedisSettings(redis, shownRedis(s), logTo(redisLog)).catch((err: unknown) => {
     redis.disconnect();
     throw err;
   });
-  const health = new RedisHealth({ url: shownUrl(s.redisUrl), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
+  const health = new RedisHealth({ url: shownRedis(s), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
   health.watch(redis, true);
   health.start(redis);
   const store = Store.open(s.dataDir, logTo(logger.child({ component: 'store' }), 'warn'));
