@@ -7,7 +7,9 @@
  * - aggregation over 100,000 runs (10 per cell) and 1,000,000 runs (100 per cell): the same
  *   cells with ten times the runs, so time should grow tenfold and memory not at all;
  * - compare of two matrices of 10,000 cells x 5 runs (the headline metrics, with a
- *   Mann-Whitney test and a ratio interval per cell and metric).
+ *   Mann-Whitney test and a ratio interval per cell and metric), read as GET /v1/compare reads
+ *   them (without histograms);
+ * - the gate of the same two matrices: that comparison, each of its rows judged.
  * Every measurement runs in a fresh child process, so its peak RSS is its own; scan and work
  * alternate over rounds (five for the short scenarios, three for a million runs) and the median
  * of the rounds' ratios is reported. Results go to
@@ -20,6 +22,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseMatrix, type Cell } from '../contract/matrix.js';
 import { compareSides, readSide } from '../compare/compare.js';
+import { gate } from '../gate/gate.js';
 import { ReportBuilder } from '../report/build.js';
 import { storeRunSource } from '../coordinator/store-adapter.js';
 import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
@@ -90,12 +93,15 @@ async function child(kind: string, dir: string, ids: string[]): Promise<Measurem
     const builder = new ReportBuilder({ title: src.id, grouped: true, cellOrder: src.cellOrder, fingerprintOf: src.fingerprintOf });
     for (const run of sampled(src.runs, state)) builder.add(run);
     cells = builder.finish().cells.length;
-  } else if (kind === 'compare') {
-    const [a, b] = ids.map((id) => source(id));
-    // As GET /v1/compare (coordinator/compare-routes.ts) reads two stored matrices.
+  } else if (kind === 'compare' || kind === 'gate') {
+    // As GET /v1/compare and GET /v1/gate (coordinator/compare-routes.ts) read two stored
+    // matrices: without their histograms, which neither reads.
+    const [a, b] = ids.map((id) => source(id, { histograms: false }));
     const sa = await readSide('a', sampled(a?.runs ?? [], state), { grouped: true, ...(a ? { cellOrder: a.cellOrder } : {}) });
     const sb = await readSide('b', sampled(b?.runs ?? [], state), { grouped: true, ...(a ? { cellOrder: a.cellOrder } : {}) });
-    cells = compareSides(sa, sb).rows.length;
+    const report = compareSides(sa, sb);
+    // The gate judges every row of the comparison; its rows are the work's cells.
+    cells = kind === 'gate' ? gate(report).rows.length : report.rows.length;
   }
   const ms = performance.now() - t0;
   store.close();
@@ -165,6 +171,7 @@ function main(): void {
       { name: 'aggregate', label: `aggregation, ${cells.length * reps(10)} runs`, ids: ['agg100k'], work: 'aggregate', rounds: n + 2 },
       { name: 'aggregate', label: `aggregation, ${cells.length * reps(100)} runs`, ids: ['agg1m'], work: 'aggregate', rounds: n },
       { name: 'compare', label: `compare, 2 x ${cells.length} cells (${2 * cells.length * reps(5)} runs)`, ids: ['cmpA', 'cmpB'], work: 'compare', rounds: n + 2 },
+      { name: 'gate', label: `gate, 2 x ${cells.length} cells (${2 * cells.length * reps(5)} runs)`, ids: ['cmpA', 'cmpB'], work: 'gate', rounds: n + 2 },
     ];
     const results = scenarios.map((s) => {
       const r = rounds(s.work, dir, s.ids, s.rounds);
