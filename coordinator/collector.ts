@@ -135,6 +135,18 @@ export interface CollectorDeps {
   readonly verifyReports?: boolean;
   /** Reads the enrollments again (enrollment.ts sync), when a report names a key not known yet. */
   readonly refreshKeys?: () => Promise<void>;
+  /** Whether Redis answers (queue/redis-health.ts): while it does not, a read that waits is no sign of a stuck connection. */
+  readonly reachable?: () => boolean;
+  /** Told each time the watchdog re-made the reading connection (a metric). */
+  readonly onRestart?: () => void;
+}
+
+/**
+ * How long the read loop may go without finishing a round, Redis answering, before its
+ * connection is re-made: a round waits at most pollMs for results, so this is many rounds.
+ */
+export function collectorWatchdogMs(pollMs: number): number {
+  return Math.max(10_000, 20 * pollMs);
 }
 
 /** Drops of one batch, logged once per reason. */
@@ -155,6 +167,13 @@ export class Collector {
   private nextFailedScan = 0;
   /** Streams looked at for lost reports, once per process: before their first read. */
   private readonly checked = new Set<string>();
+  /**
+   * When the read loop last finished a round (or Redis was last unreachable). A blocking read on
+   * a connection that fell silent (packets dropped, nothing closed) never returns, and ioredis
+   * never re-makes a connection that has not closed: the watchdog does, on this clock.
+   */
+  private lastRound = 0;
+  private watchdog: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: CollectorDeps) {
     this.cursors = deps.store.streamCursors();
@@ -162,14 +181,40 @@ export class Collector {
 
   start(): void {
     this.running = true;
+    this.reader = this.newReader();
+    this.lastRound = Date.now();
+    this.loop = this.run();
+    const bound = collectorWatchdogMs(this.deps.pollMs);
+    this.watchdog = setInterval(() => {
+      this.checkProgress(bound);
+    }, Math.min(1_000, bound / 4));
+    this.watchdog.unref();
+  }
+
+  private newReader(): Redis {
     const reader = this.deps.redis.duplicate();
     reader.on('error', () => undefined);
-    this.reader = reader;
-    this.loop = this.run(reader);
+    return reader;
+  }
+
+  private checkProgress(bound: number): void {
+    if (!this.running) return;
+    // Redis away: the reads wait for it, and RedisHealth says so; the clock starts again when it is back.
+    if (this.deps.reachable?.() === false) this.lastRound = Date.now();
+    const stuck = Date.now() - this.lastRound;
+    if (stuck < bound) return;
+    const old = this.reader;
+    this.reader = this.newReader();
+    this.lastRound = Date.now();
+    this.deps.log(`collector: no read of the results finished for ${String(Math.round(stuck / 1000))} s while Redis answers: re-making its connection`);
+    this.deps.onRestart?.();
+    // Ends the read that never returned; the loop goes on with the new connection.
+    old?.disconnect();
   }
 
   async stop(): Promise<void> {
     this.running = false;
+    clearInterval(this.watchdog);
     // Ends a read blocked on Redis (which may be gone) at once; the loop sees `running` and stops.
     this.reader?.disconnect();
     await this.loop;
@@ -180,15 +225,21 @@ export class Collector {
     return !this.running;
   }
 
-  private async run(reader: Redis): Promise<void> {
+  private async run(): Promise<void> {
     while (this.running) {
+      const reader = this.reader;
+      if (!reader) break;
       try {
         const n = await this.drainOnce(reader);
+        this.lastRound = Date.now();
         if (n > 0 && n < BATCH) await sleep(GATHER_MS);
         if (this.failing) this.deps.log('collector: working again');
         this.failing = false;
       } catch (err) {
         if (this.stopping()) break;
+        this.lastRound = Date.now();
+        // The watchdog ended this read to re-make its connection: nothing to report.
+        if (reader !== this.reader) continue;
         // Redis gone is the coordinator's RedisHealth's to say, once per outage.
         if (!this.failing && !isConnectionError(err)) {
           this.deps.log(`collector: ${messageOf(err)} (retrying)`);

@@ -183,6 +183,11 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       });
     }
   };
+  const collectorRestarts = new Counter({
+    name: 'fsbench_collector_restarts_total',
+    help: "Times the collector's reading connection was re-made because no read finished while Redis answered (a connection fallen silent)",
+    registers: [metrics.registry],
+  });
   const collector = new Collector({
     store,
     dispatcher,
@@ -210,6 +215,10 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     maxAttempts: s.maxAttempts,
     onDropped: (reason, n) => {
       droppedReports.inc({ reason }, n);
+    },
+    reachable: () => health.view().reachable,
+    onRestart: () => {
+      collectorRestarts.inc();
     },
   });
   collector.start();

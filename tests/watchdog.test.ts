@@ -146,8 +146,11 @@ interface Stack {
   readonly admin: Redis;
 }
 
-/** A coordinator on Redis itself, and an agent that reaches Redis through `relay` (stall timeout 2 s: the watchdog's bound is 10 s). */
-async function stack(name: string, relay: Relay): Promise<Stack> {
+/**
+ * A coordinator and an agent, one of them (`via`, the agent unless said) reaching Redis through
+ * `relay` (stall timeout 2 s: the agent watchdog's bound is 10 s, as is the collector's).
+ */
+async function stack(name: string, relay: Relay, via: 'agent' | 'coordinator' = 'agent'): Promise<Stack & { coordinator: Proc }> {
   const dataDir = await tempDir('data');
   await writeNewJobKey(dataDir);
   const scratch = await tempDir('scratch');
@@ -162,29 +165,31 @@ async function stack(name: string, relay: Relay): Promise<Stack> {
     FSBENCH_STALL_TIMEOUT: '2s',
     FSBENCH_SCRATCH: scratch,
   };
-  const coordinator = fsbench(['coordinator'], env);
+  const relayed = `redis://127.0.0.1:${String(relay.port)}`;
+  const coordinator = fsbench(['coordinator'], via === 'coordinator' ? { ...env, REDIS_URL: relayed } : env);
   const url = (await coordinator.waitFor(/listening on (http:\/\/[^\s;"]+)/))[1] ?? '';
   const stateDir = path.join(scratch, 'state');
   await preEnroll(redis.url, prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-1', 'm1');
-  const agent = fsbench(['agent'], { ...env, REDIS_URL: `redis://127.0.0.1:${relay.port}`, FSBENCH_MACHINE: 'm1', FSBENCH_HOST_ID: 'host-1', FSBENCH_STATE_DIR: stateDir });
+  const agent = fsbench(['agent'], { ...env, ...(via === 'agent' ? { REDIS_URL: relayed } : {}), FSBENCH_MACHINE: 'm1', FSBENCH_HOST_ID: 'host-1', FSBENCH_STATE_DIR: stateDir });
   await agent.waitFor(/waiting for runs/);
   const admin = new Redis(redis.url);
   cleanups.push(() => {
     admin.disconnect();
     return Promise.resolve();
   });
-  return { agent, client: new CoordinatorClient(url), admin };
+  return { agent, coordinator, client: new CoordinatorClient(url), admin };
 }
 
-/** The server-side ports of the connections blocked in BZPOPMIN: the agent's workers' blocking connections. */
-async function blockingPorts(admin: Redis): Promise<Set<number>> {
+/** The client ports (as Redis sees them) of the connections whose last command is `cmd`, once `n` are found: blocking reads. */
+async function blockingPorts(admin: Redis, cmd = 'bzpopmin', n = 2): Promise<Set<number>> {
   const ports = new Set<number>();
-  for (let i = 0; i < 50 && ports.size < 2; i++) {
+  const re = new RegExp(`\\baddr=127\\.0\\.0\\.1:(\\d+)\\b.*\\bcmd=${cmd}\\b`);
+  for (let i = 0; i < 50 && ports.size < n; i++) {
     for (const line of String(await admin.client('LIST')).split('\n')) {
-      const m = /\baddr=127\.0\.0\.1:(\d+)\b.*\bcmd=bzpopmin\b/.exec(line);
+      const m = re.exec(line);
       if (m) ports.add(Number(m[1]));
     }
-    if (ports.size < 2) await sleep(100);
+    if (ports.size < n) await sleep(100);
   }
   return ports;
 }
@@ -245,5 +250,25 @@ describe("an agent's watchdog on progress", () => {
     expect(afterKill).toBeLessThan(5_000);
     expect(afterFreeze).toBeLessThan(8_000);
     expect(restarts(s.agent)).toEqual([]);
+  }, 90_000);
+});
+
+describe("the coordinator's watchdog on its collector", () => {
+  it('re-makes the reading connection when its blocking read falls silent while Redis answers, logs why, counts it in /metrics', async () => {
+    const relay = await relayTo();
+    const s = await stack('collector', relay, 'coordinator');
+    await matrixTime(s.client, 'before', 3);
+    // The collector's reader: the one connection of the coordinator's that blocks in XREAD.
+    const readers = await blockingPorts(s.admin, 'xread', 1);
+    expect(relay.silence(readers)).toBe(1);
+    const took = await matrixTime(s.client, 'silent', 5);
+    const lines = s.coordinator.output.split('\n').filter((l) => l.includes('re-making its connection'));
+    console.log(`collector's reader silent: 5 runs stored after ${String(took)} ms, ${String(lines.length)} restart(s): ${lines[0]?.slice(0, 300) ?? ''}`);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/collector: no read of the results finished for 1\d s while Redis answers: re-making its connection/);
+    // The runs were made at once; storing them waited for the bound (10 s).
+    expect(took).toBeGreaterThanOrEqual(9_000);
+    expect(took).toBeLessThan(30_000);
+    expect(await s.client.text('/metrics')).toMatch(/^fsbench_collector_restarts_total 1$/m);
   }, 90_000);
 });
