@@ -15,7 +15,7 @@
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import type { ErrorCode } from '../contract/errors.js';
 import { ANY_TARGET, jobId, qualifiedQueueName, SignedRunReport, type RunJob } from '../queue/jobs.js';
 import { cancelledKey, refusalsKey } from '../queue/keys.js';
@@ -30,7 +30,7 @@ export interface Refusal {
 }
 
 export interface AdmissionDeps {
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly hostId: string;
   /** The agent's state directory (checked: only root controls it). */

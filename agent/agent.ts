@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import { ANY_TARGET, qualifiedQueueName, queueName, type SignedRunReport } from '../queue/jobs.js';
@@ -124,7 +124,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     maxQueuedEvents: s.maxQueuedEvents ?? DEFAULT_BUDGET.maxQueuedEvents,
     maxWatches: s.maxWatches ?? DEFAULT_BUDGET.maxWatches,
   };
-  const redis: Redis = connectRedis(s, `fsbench-agent-${agentId}`);
+  const redis: RedisConnection = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);
   const redisHealth = new RedisHealth({ url: shownRedis(s), log, probeMs: s.heartbeat });
   redisHealth.watch(redis, true);

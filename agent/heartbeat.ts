@@ -5,14 +5,14 @@
  * logs the outage); the host lock's local deadline decides when a run must be abandoned meanwhile.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { removeStatus, writeStatus, type AgentStatus } from '../queue/registry.js';
 import type { HostLock } from './host-lock.js';
 import { messageOf } from '../contract/errors.js';
 import { isConnectionError } from '../queue/redis-health.js';
 
 export interface HeartbeatOptions {
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly intervalMs: number;
   readonly lock: HostLock;

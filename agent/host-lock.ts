@@ -20,7 +20,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import { hostLockKey } from '../queue/keys.js';
 
@@ -89,7 +89,7 @@ export class HostLock {
   private yieldedAt = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly opts: HostLockOptions,
   ) {
     this.key = hostLockKey(opts.prefix, opts.hostId);

@@ -8,7 +8,7 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError } from '../contract/errors.js';
 import { Announcement, ApprovalEntry, parseJson, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
@@ -51,7 +51,7 @@ export async function loadOrCreateAgentKey(stateDir: string): Promise<AgentIdent
 }
 
 /** The coordinator's report key from Redis, when it carries the coordinator's signature. */
-export async function coordinatorReportKey(redis: Redis, prefix: string, jobKey: JobVerifier): Promise<KeyObject | null> {
+export async function coordinatorReportKey(redis: RedisConnection, prefix: string, jobKey: JobVerifier): Promise<KeyObject | null> {
   const raw = await redis.get(reportKeyKey(prefix));
   const entry = raw === null ? null : parseJson(ReportKeyEntry, raw);
   if (entry === null || !jobKey.verifyReportKey(entry.publicKey, entry.signature)) return null;
@@ -64,7 +64,7 @@ export async function coordinatorReportKey(redis: Redis, prefix: string, jobKey:
 }
 
 export interface EnrollmentRequest {
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly identity: AgentIdentity;
   readonly hostId: string;

@@ -39,7 +39,7 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 }
 
 const AGENT_SETTINGS = [
-  'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
+  'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
   'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy',
   'healthFile',
 ] as const satisfies readonly SettingName[];
@@ -133,10 +133,10 @@ function columns(table: readonly (readonly string[])[]): (row: readonly string[]
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
+    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
+      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
       opts,
     );
     // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's

@@ -3,7 +3,7 @@
  * (enrollment.ts), approving a waiting key, and making one-time enrollment tokens.
  */
 import express, { Router, type Request } from 'express';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { parseDuration } from '../contract/units.js';
@@ -13,7 +13,7 @@ import { withDeadline } from './deadline.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
 
 export interface AgentsDeps {
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly auth: AuthConfig;
   readonly enrollment?: Enrollment | undefined;

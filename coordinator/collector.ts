@@ -19,7 +19,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import type { ErrorCode } from '../contract/errors.js';
 import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
@@ -106,7 +106,7 @@ export interface CollectorDeps {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
   /** For trimming; the blocking reads use a connection of their own, duplicated from this one. */
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   /** Told which matrices changed, after each stored batch. */
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
@@ -157,7 +157,7 @@ export class Collector {
   private loop: Promise<void> | undefined;
   private failing = false;
   /** A blocking XREAD holds its connection: never the one the API and the queues share. */
-  private reader: Redis | undefined;
+  private reader: RedisConnection | undefined;
   /** Event stream key -> the last entry stored; from the database at start, then kept here. */
   private readonly cursors: Map<string, string>;
   /** Fingerprint hash -> fingerprint, for those met lately (bounded). */
@@ -191,7 +191,7 @@ export class Collector {
     this.watchdog.unref();
   }
 
-  private newReader(): Redis {
+  private newReader(): RedisConnection {
     const reader = this.deps.redis.duplicate();
     reader.on('error', () => undefined);
     return reader;
@@ -251,7 +251,7 @@ export class Collector {
   }
 
   /** One read of the event streams (waiting up to pollMs for it), and the failed sets when due. */
-  private async drainOnce(reader: Redis): Promise<number> {
+  private async drainOnce(reader: RedisConnection): Promise<number> {
     if (Date.now() >= this.nextFailedScan) {
       this.nextFailedScan = Date.now() + this.deps.pollMs;
       const targets = this.deps.store.activeTargets(Date.now() - LATE_RESULTS_MS);
@@ -267,7 +267,7 @@ export class Collector {
     return this.drainEvents(reader);
   }
 
-  private async drainEvents(reader: Redis): Promise<number> {
+  private async drainEvents(reader: RedisConnection): Promise<number> {
     const keys = this.targets.map((t) => this.deps.dispatcher.queue(t).toKey('events'));
     for (const [i, key] of keys.entries()) {
       if (this.checked.has(key)) continue;

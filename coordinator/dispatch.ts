@@ -5,7 +5,7 @@
  * every label. Each (cell, target, repetition) is one job with a deterministic id.
  */
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { maxRepetitions, type Cell, type Matrix, type Placement } from '../contract/matrix.js';
 import type { AgentStatus } from '../queue/registry.js';
 import { FsbenchError } from '../contract/errors.js';
@@ -76,7 +76,7 @@ export class Dispatcher {
   private readonly queues = new Map<string, Queue<unknown, unknown>>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly prefix: string,
     private readonly maxAttempts: number,
     /** FSBENCH_MAX_QUEUED: sizes the queues' event streams, which carry the runs' reports. */

@@ -13,7 +13,7 @@ import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import { FsbenchError, errnoOf } from '../contract/errors.js';
 import {
@@ -67,7 +67,7 @@ interface KeyRow {
 
 export interface EnrollmentDeps {
   readonly db: Database.Database;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly signer: JobSigner;
   readonly log: (line: string) => void;

@@ -8,7 +8,7 @@
  * Every time here is the Redis server's (see registry.ts): a coordinator whose clock jumps gives
  * up no host early, and an agent's clock keeps no host alive.
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { readRegistry } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
 import { maxRepetitions } from '../contract/matrix.js';
@@ -19,7 +19,7 @@ import type { MatrixRecord, Store, StoredRun } from './store.js';
 export interface HostWatchDeps {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   /** FSBENCH_HOST_TIMEOUT, in ms. */
   readonly timeoutMs: number;

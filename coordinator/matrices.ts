@@ -17,7 +17,7 @@ import { Submissions, type Limits } from './submit.js';
 export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
 import { MATRIX_STATES, type MatrixRecord, type Store } from './store.js';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import type { Enrollment } from './enrollment.js';
 
 
@@ -25,7 +25,7 @@ export interface MatricesDeps {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
   readonly hub: ProgressHub;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly auth: AuthConfig;
   readonly limits: Limits;

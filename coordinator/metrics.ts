@@ -4,7 +4,7 @@
  * aggregate over the counters each matrix row keeps, so a scrape costs the same with ten
  * matrices or a hundred thousand, and parses none of them.
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import { liveAgents } from '../queue/registry.js';
 import { requireRead, type AuthConfig } from './auth.js';
 import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './metrics-route.js';
@@ -32,7 +32,7 @@ const FINISHED_TARGETS_MS = 3_600_000;
 export interface MetricsSources {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   /** Who may scrape: /metrics follows FSBENCH_READ_AUTH like every read. Open when omitted. */
   readonly auth?: AuthConfig;

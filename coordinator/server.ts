@@ -14,9 +14,10 @@ import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
-import { awaitRedis, connectRedis, onServerChange, shownRedis, type RedisChannel } from '../queue/redis.js';
+import { awaitRedis, connectRedis, onServerChange, serverNodes, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';
+import { agentsKey } from '../queue/keys.js';
 import { Store } from './store.js';
 import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
@@ -111,10 +112,14 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   await awaitRedis(redis, s, log);
   const redisLog = logger.child({ component: 'redis' });
   // Before anything is queued: a Redis that may evict keys would lose runs without a word.
-  await checkRedisSettings(redis, shownRedis(s), logTo(redisLog)).catch((err: unknown) => {
-    redis.disconnect();
-    throw err;
-  });
+  // On a Cluster, every node: any replica may become the primary of fsbench's slot.
+  for (const server of serverNodes(redis)) {
+    const shown = server.node === undefined ? shownRedis(s) : `${server.node} of ${shownRedis(s)}`;
+    await checkRedisSettings(server.redis, shown, logTo(redisLog)).catch((err: unknown) => {
+      redis.disconnect();
+      throw err;
+    });
+  }
   const health = new RedisHealth({ url: shownRedis(s), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
   health.watch(redis, true);
   health.start(redis);
@@ -244,7 +249,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   // would notice a queued job that vanished: its matrix would wait forever. Every unfinished
   // matrix is queued again: job ids are deterministic, so jobs still there stay as they are and
   // stored runs are skipped (tests/redis-sentinel.test.ts loses a matrix's jobs this way).
-  const stopServerWatch = onServerChange(redis, (from, to) => {
+  const stopServerWatch = onServerChange(redis, agentsKey(s.queuePrefix), (from, to) => {
     log(`Redis is another server now (run_id ${from.slice(0, 8)}... became ${to.slice(0, 8)}...: a failover or a restart), which may have lost its last writes: queueing again what unfinished matrices have not stored`, {
       event: 'redis.server-changed',
     });

@@ -17,7 +17,7 @@ import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.
 import { planMatrix } from './estimate.js';
 import type { Enrollment } from './enrollment.js';
 import type { AgentStatus } from '../queue/registry.js';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../queue/redis.js';
 import type { Dispatcher } from './dispatch.js';
 import type { Store } from './store.js';
 import { withDeadline } from './deadline.js';
@@ -48,7 +48,7 @@ export interface Limits {
 export interface SubmitDeps {
   readonly store: Store;
   readonly dispatcher: Dispatcher;
-  readonly redis: Redis;
+  readonly redis: RedisConnection;
   readonly prefix: string;
   readonly limits: Limits;
   /** Hosts with an enrolled agent key (enrollment.ts); every live host counts when omitted. */

@@ -13,7 +13,7 @@
  * that keeps the connection open but answers nothing (paused, swapping, a network partition
  * that drops packets instead of refusing them).
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 import { messageOf } from '../contract/errors.js';
 
 /** A line for people, fields for machines: what log/index.ts's Log takes (this layer cannot import it). */
@@ -80,7 +80,7 @@ export class RedisHealth {
   constructor(private readonly o: RedisHealthOptions) {}
 
   /** Follows the main connection (`primary`) or another one (a duplicate: only its errors count). */
-  watch(redis: Redis, primary: boolean): void {
+  watch(redis: RedisConnection, primary: boolean): void {
     redis.on('error', (err: unknown) => {
       this.observe(err);
     });
@@ -97,7 +97,7 @@ export class RedisHealth {
    * Starts probing `redis` (the main connection) every probeMs. Only while it is connected: a
    * PING on a connection being re-made would just wait in ioredis's queue.
    */
-  start(redis: Redis): void {
+  start(redis: RedisConnection): void {
     this.timer = setInterval(() => {
       this.remind();
       if (this.probing || redis.status !== 'ready') return;

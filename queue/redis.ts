@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 
@@ -30,7 +30,18 @@ export interface RedisChannel {
   readonly redisSentinelPassword?: string | undefined;
   /** FSBENCH_REDIS_SENTINEL_TLS: the sentinels speak TLS, checked like the data nodes. */
   readonly redisSentinelTls?: boolean | undefined;
+  /** FSBENCH_REDIS_CLUSTER: some nodes of a Redis Cluster; REDIS_URL's host and port are then not used. */
+  readonly redisCluster?: readonly SentinelAddress[] | undefined;
+  /** FSBENCH_QUEUE_PREFIX: under a Cluster it must be a hash tag, or BullMQ's scripts would touch keys of several slots. */
+  readonly queuePrefix?: string | undefined;
 }
+
+/**
+ * A connection as fsbench holds it: to one Redis (directly or through Sentinel), or to a
+ * Cluster. Both take the same commands on fsbench's keys, all in one slot (the hash-tag prefix);
+ * what concerns a server rather than a key (INFO, CONFIG) goes through `serverNodes`.
+ */
+export type RedisConnection = Redis | Cluster;
 
 export interface SentinelAddress {
   readonly host: string;
@@ -56,8 +67,10 @@ const channelOf = (c: RedisChannel | string): RedisChannel => (typeof c === 'str
 /** Where a channel leads, as a log or an error may show it: the URL without its password, and the sentinels if any. */
 export function shownRedis(channel: RedisChannel | string): string {
   const c = channelOf(channel);
+  const list = (nodes: readonly SentinelAddress[]) => nodes.map((a) => (isIP(a.host) === 6 ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)).join(',');
+  if (c.redisCluster !== undefined) return `the Redis Cluster of ${list(c.redisCluster)} (${shownUrl(c.redisUrl)})`;
   if (c.redisSentinels === undefined) return shownUrl(c.redisUrl);
-  const sentinels = c.redisSentinels.map((a) => (isIP(a.host) === 6 ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`)).join(',');
+  const sentinels = list(c.redisSentinels);
   return `the primary of ${c.redisMaster ?? DEFAULT_MASTER_NAME} (sentinels ${sentinels}${c.redisSentinelTls === true ? ', TLS' : ''}; ${shownUrl(c.redisUrl)})`;
 }
 
@@ -119,6 +132,21 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
     ['FSBENCH_REDIS_SENTINEL_TLS', c.redisSentinelTls === true ? 'on' : undefined],
   ] as const;
   const stray = sentinelOnly.filter(([, v]) => v !== undefined).map(([k]) => k);
+  const cluster = c.redisCluster;
+  // A Cluster elects its own replacements: sentinels beside it would name a primary of their own.
+  if (cluster !== undefined && sentinels !== undefined) {
+    throw new FsbenchError('CONFIG_INVALID', 'FSBENCH_REDIS_CLUSTER and FSBENCH_REDIS_SENTINELS both set: a Redis Cluster fails over by itself; name its nodes, or the sentinels, not both');
+  }
+  if (cluster !== undefined && !/^\{[^{}]+\}$/.test(c.queuePrefix ?? '')) {
+    throw new FsbenchError(
+      'CONFIG_INVALID',
+      `FSBENCH_REDIS_CLUSTER set, but FSBENCH_QUEUE_PREFIX ${c.queuePrefix ?? '(default fsbench)'} is not a hash tag: write it in braces ({${(c.queuePrefix ?? 'fsbench').replace(/[{}]/g, '')}}), ` +
+        'so that every key of the installation is in one slot, as BullMQ\'s multi-key scripts require on a Cluster',
+    );
+  }
+  if (cluster !== undefined && u.pathname.length > 1 && u.pathname !== '/0') {
+    throw new FsbenchError('CONFIG_INVALID', `REDIS_URL ${shown} names database ${u.pathname.slice(1)}, but a Redis Cluster has only database 0: leave the path out`);
+  }
   // Sentinel credentials without sentinels would be silently ignored, and Redis reached directly.
   if (sentinels === undefined && stray.length > 0) {
     throw new FsbenchError('CONFIG_INVALID', `${stray.join(', ')} set, but FSBENCH_REDIS_SENTINELS is not: name the sentinels, or unset ${stray.length > 1 ? 'them' : 'it'}`);
@@ -153,7 +181,8 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
   });
   if (tls) {
     // With sentinels the URL's host is not where the connection goes: no name to check it against.
-    tlsOptions = { ...trust(), ...(isIP(host) === 0 && sentinels === undefined ? { servername: host } : {}) };
+    // Nor with a Cluster: each node is reached at the address the Cluster announces for it.
+    tlsOptions = { ...trust(), ...(isIP(host) === 0 && sentinels === undefined && cluster === undefined ? { servername: host } : {}) };
   }
   if (sentinels !== undefined) {
     return {
@@ -178,6 +207,19 @@ export function redisOptions(channel: RedisChannel | string, name: string): Redi
       // ioredis's failoverDetector would notice sooner but holds a subscription to every sentinel
       // per connection, and BullMQ makes several connections per worker.
       reconnectOnError: (err) => (/^(READONLY|UNBLOCKED)\b/.test(err.message) ? 2 : false),
+      connectionName: name,
+      enableReadyCheck: true,
+    };
+  }
+  if (cluster !== undefined) {
+    // Each node's options (the Cluster's redisOptions): no host, port or database; never
+    // keyPrefix, which BullMQ's scripts would not see.
+    return {
+      ...(u.username === '' ? {} : { username: decodeURIComponent(u.username) }),
+      ...(password === '' ? {} : { password }),
+      ...(tlsOptions === undefined ? {} : { tls: tlsOptions }),
+      maxRetriesPerRequest: null,
+      retryStrategy: reconnectDelay,
       connectionName: name,
       enableReadyCheck: true,
     };
@@ -209,8 +251,40 @@ export function reconnectDelay(attempt: number): number {
   return Math.round(base * (0.8 + Math.random() * 0.4));
 }
 
-export function connectRedis(channel: RedisChannel | string, name: string): Redis {
-  const redis = new Redis(redisOptions(channel, name));
+/**
+ * The ioredis Cluster options for a channel with FSBENCH_REDIS_CLUSTER: its seed nodes, each
+ * node's options from redisOptions, and the same spread-out backoff when no node answers.
+ */
+export function clusterOptions(channel: RedisChannel, name: string): { readonly nodes: { host: string; port: number }[]; readonly options: ClusterOptions } {
+  const nodeOptions = redisOptions(channel, name);
+  const seeds = channel.redisCluster;
+  if (seeds === undefined) throw new FsbenchError('INTERNAL', 'clusterOptions called without FSBENCH_REDIS_CLUSTER');
+  return {
+    nodes: seeds.map((a) => ({ host: a.host, port: a.port })),
+    options: {
+      redisOptions: nodeOptions,
+      clusterRetryStrategy: reconnectDelay,
+      enableReadyCheck: true,
+      // Commands wait while a slot has no primary (a failover under way): the replica is
+      // promoted within about two node timeouts, and a run's report must not fail meanwhile.
+      retryDelayOnClusterDown: 200,
+      retryDelayOnFailover: 200,
+    },
+  };
+}
+
+/** A URL alone names one Redis (the benchmarks connect so): never a Cluster. */
+export function connectRedis(channel: string, name: string): Redis;
+export function connectRedis(channel: RedisChannel | string, name: string): RedisConnection;
+export function connectRedis(channel: RedisChannel | string, name: string): RedisConnection {
+  const c = channelOf(channel);
+  let redis: RedisConnection;
+  if (c.redisCluster === undefined) {
+    redis = new Redis(redisOptions(c, name));
+  } else {
+    const { nodes, options } = clusterOptions(c, name);
+    redis = new Cluster(nodes, options);
+  }
   // Connection errors are RedisHealth's to report, once per outage (queue/redis-health.ts);
   // without a listener ioredis would print every reconnect attempt while Redis is away.
   redis.on('error', () => undefined);
@@ -218,29 +292,59 @@ export function connectRedis(channel: RedisChannel | string, name: string): Redi
 }
 
 /**
+ * The servers behind a connection, for what concerns a server rather than a key (CONFIG GET,
+ * INFO): the one Redis, or every node a Cluster knows, replicas included, since any of them may
+ * become the primary of fsbench's slot. A Cluster would send such a command to a node of its
+ * choosing, which says nothing of the others. `node` names a Cluster's node (host:port).
+ */
+export function serverNodes(redis: RedisConnection): { readonly redis: Redis; readonly node?: string }[] {
+  if (!(redis instanceof Cluster)) return [{ redis }];
+  return redis.nodes('all').map((n) => ({ redis: n, node: `${n.options.host ?? ''}:${String(n.options.port ?? '')}` }));
+}
+
+const RunId = /^run_id:([0-9a-f]+)/m;
+
+/** The node a Cluster sends `key` to now (the primary of its slot), or undefined while it does not know one. */
+async function slotPrimary(cluster: Cluster, key: string): Promise<Redis | undefined> {
+  const slot = z.number().int().parse(await cluster.call('CLUSTER', 'KEYSLOT', key));
+  const owner = cluster.slots[slot]?.[0];
+  return cluster.nodes('master').find((n) => `${n.options.host ?? ''}:${String(n.options.port ?? '')}` === owner);
+}
+
+/**
  * Calls `changed` each time `redis` is ready on a different Redis server than before (its
  * `run_id` differs): a Sentinel failover, or a Redis restarted. Either may have lost writes it
  * had acknowledged (replication and the append-only file's fsync are both asynchronous), so
  * whoever relies on what is in Redis must look again. Returns the function that stops watching.
+ *
+ * On a Cluster the server that matters is the primary of `key`'s slot (all of fsbench's keys
+ * are in it: the hash-tag prefix); another shard failing over loses nothing of fsbench's. A
+ * Cluster emits no 'ready' when one slot changes hands, so it is looked at after each refresh
+ * of the slot table too (every 5 s, and whenever a node fails or a command is MOVED).
  */
-export function onServerChange(redis: Redis, changed: (from: string, to: string) => void): () => void {
+export function onServerChange(redis: RedisConnection, key: string, changed: (from: string, to: string) => void): () => void {
   let known: string | undefined;
   const check = () => {
-    redis.info('server').then(
-      (info) => {
-        const id = /^run_id:([0-9a-f]+)/m.exec(info)?.[1];
-        if (id === undefined) return;
-        if (known !== undefined && id !== known) changed(known, id);
-        known = id;
-      },
-      // Gone again before answering: the next 'ready' checks.
-      () => undefined,
-    );
+    const server = redis instanceof Cluster ? slotPrimary(redis, key) : Promise.resolve(redis);
+    server
+      .then((node) => node?.info('server'))
+      .then(
+        (info) => {
+          const id = info === undefined ? undefined : RunId.exec(info)?.[1];
+          if (id === undefined) return;
+          if (known !== undefined && id !== known) changed(known, id);
+          known = id;
+        },
+        // Gone again before answering: the next 'ready' (or refresh) checks.
+        () => undefined,
+      );
   };
   redis.on('ready', check);
+  if (redis instanceof Cluster) redis.on('refresh', check);
   if (redis.status === 'ready') check();
   return () => {
     redis.off('ready', check);
+    redis.off('refresh', check);
   };
 }
 
@@ -305,7 +409,7 @@ const REDIS_START_WAIT_MS = 30_000;
  * the log, and stops the process with one line if it never answers, or at once when it
  * refuses the credentials or its certificate does not verify.
  */
-export async function awaitRedis(redis: Redis, channel: RedisChannel | string, log: (line: string) => void): Promise<void> {
+export async function awaitRedis(redis: RedisConnection, channel: RedisChannel | string, log: (line: string) => void): Promise<void> {
   const c = channelOf(channel);
   const url = shownRedis(c);
   const told = setTimeout(() => {

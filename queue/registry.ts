@@ -6,7 +6,7 @@
  * nor the reader's can make an agent look live or dead. This module owns both hashes; agents
  * write their own entry, the coordinator reads the live ones.
  */
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis.js';
 import { z } from 'zod';
 import { MachineFingerprint } from '../contract/fingerprint.js';
 import { agentsKey } from './keys.js';
@@ -80,11 +80,11 @@ const Hash = z.record(z.string(), z.string());
 const Replies = z.tuple([z.tuple([z.null(), Time]), z.tuple([z.null(), Hash]), z.tuple([z.null(), Hash])]);
 
 /** Writes the agent's entry and stamps it with the Redis server's time; returns that time (ms). */
-export async function writeStatus(redis: Redis, prefix: string, status: AgentStatus): Promise<number> {
+export async function writeStatus(redis: RedisConnection, prefix: string, status: AgentStatus): Promise<number> {
   return ServerMs.parse(await redis.eval(WRITE, 2, agentsKey(prefix), beatsKey(prefix), status.agentId, JSON.stringify(status)));
 }
 
-export async function removeStatus(redis: Redis, prefix: string, agentId: string): Promise<void> {
+export async function removeStatus(redis: RedisConnection, prefix: string, agentId: string): Promise<void> {
   await redis.multi().hdel(agentsKey(prefix), agentId).hdel(beatsKey(prefix), agentId).exec();
 }
 
@@ -100,7 +100,7 @@ export interface RegistrySnapshot {
  * Long-dead entries are deleted; malformed ones (from another fsbench version, say) are skipped
  * but left for their owner.
  */
-export async function readRegistry(redis: Redis, prefix: string): Promise<RegistrySnapshot> {
+export async function readRegistry(redis: RedisConnection, prefix: string): Promise<RegistrySnapshot> {
   const [[, serverNow], [, entries], [, beats]] = Replies.parse(await redis.multi().time().hgetall(agentsKey(prefix)).hgetall(beatsKey(prefix)).exec());
   const live: AgentStatus[] = [];
   const forget = new Set<string>();
@@ -129,6 +129,6 @@ export async function readRegistry(redis: Redis, prefix: string): Promise<Regist
 }
 
 /** Live agents, judged by the Redis server's clock, sorted by host then machine name. */
-export async function liveAgents(redis: Redis, prefix: string): Promise<AgentStatus[]> {
+export async function liveAgents(redis: RedisConnection, prefix: string): Promise<AgentStatus[]> {
   return (await readRegistry(redis, prefix)).live;
 }

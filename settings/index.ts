@@ -84,6 +84,32 @@ const commaList = (s: string) => s.split(',').map((x) => x.trim()).filter((x) =>
 const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 /** A switch from the environment (`1`, `true`, `yes`; `0`, `false`, `no`) or a flag without a value. */
+/** `host:port,...` (IPv6 in brackets, `defaultPort` when left out), as the Sentinel and Cluster settings take their nodes. */
+function addressList(defaultPort: number, what: string) {
+  return z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined) return undefined;
+      const out: { host: string; port: number }[] = [];
+      for (const entry of commaList(v)) {
+        const m = /^(?:\[([0-9a-f:.]+)\]|([^:[\]\s]+))(?::(\d{1,5}))?$/i.exec(entry);
+        const host = m?.[1] ?? m?.[2];
+        const p = Number(m?.[3] ?? defaultPort);
+        if (host === undefined || p < 1 || p > 65535) {
+          ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not host:port (an IPv6 address in brackets)` });
+          return z.NEVER;
+        }
+        out.push({ host, port: p });
+      }
+      if (out.length === 0) {
+        ctx.addIssue({ code: 'custom', message: `names no ${what}` });
+        return z.NEVER;
+      }
+      return out;
+    });
+}
+
 const toggle = z
   .union([z.boolean(), z.enum(['1', '0', 'true', 'false', 'yes', 'no'])])
   .default(false)
@@ -154,28 +180,7 @@ export const SETTINGS = {
   redisSentinels: {
     env: 'FSBENCH_REDIS_SENTINELS',
     flag: '--redis-sentinels <list>',
-    schema: z
-      .string()
-      .optional()
-      .transform((v, ctx) => {
-        if (v === undefined) return undefined;
-        const out: { host: string; port: number }[] = [];
-        for (const entry of commaList(v)) {
-          const m = /^(?:\[([0-9a-f:.]+)\]|([^:[\]\s]+))(?::(\d{1,5}))?$/i.exec(entry);
-          const host = m?.[1] ?? m?.[2];
-          const p = Number(m?.[3] ?? 26379);
-          if (host === undefined || p < 1 || p > 65535) {
-            ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not host:port (an IPv6 address in brackets)` });
-            return z.NEVER;
-          }
-          out.push({ host, port: p });
-        }
-        if (out.length === 0) {
-          ctx.addIssue({ code: 'custom', message: 'names no sentinel' });
-          return z.NEVER;
-        }
-        return out;
-      }),
+    schema: addressList(26379, 'sentinel'),
     default: '(none: REDIS_URL names Redis itself)',
     doc:
       'Redis Sentinel: `host:port,host:port,...` of the sentinels (port 26379 when left out), which name the primary of FSBENCH_REDIS_MASTER ' +
@@ -210,6 +215,17 @@ export const SETTINGS = {
     schema: toggle,
     default: 'off',
     doc: "The sentinels speak TLS: verified like the data nodes (FSBENCH_REDIS_CA, or the system's CAs; each sentinel's certificate must name the host given for it), with FSBENCH_REDIS_CERT/KEY when they ask for a client certificate.",
+  },
+  // A Cluster, like Sentinel, as a list of its own beside REDIS_URL (same reasons); the two
+  // exclude each other (queue/redis.ts refuses both), as a Cluster fails over by itself.
+  redisCluster: {
+    env: 'FSBENCH_REDIS_CLUSTER',
+    flag: '--redis-cluster <list>',
+    schema: addressList(6379, 'node'),
+    default: '(none: REDIS_URL names Redis itself)',
+    doc:
+      'Redis Cluster: `host:port,host:port,...` of some of its nodes (port 6379 when left out), from which the others and the slots are learned. ' +
+      "FSBENCH_QUEUE_PREFIX must then be a hash tag (`{fsbench}`). REDIS_URL gives only the nodes' scheme (`rediss://` for TLS), user and password; its host and port are not used.",
   },
   port: {
     env: 'FSBENCH_PORT',

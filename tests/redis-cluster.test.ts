@@ -1,0 +1,230 @@
+/**
+ * Redis Cluster with real processes: three primaries and three replicas
+ * (tests/fixtures/redis-cluster.ts), a coordinator and two agents as the CLI starts them,
+ * configured only through FSBENCH_REDIS_CLUSTER and a hash-tag FSBENCH_QUEUE_PREFIX. The primary
+ * serving the tag's slot is killed with SIGKILL in the middle of a matrix; its replica is
+ * promoted; the matrix must complete with every run stored exactly once. The test prints how
+ * long runs stopped completing (one JSON line, `cluster-failover`), for docs/operating.md.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinatorClient } from '../cli/client.js';
+import { clusterOptions, redisOptions, shownRedis } from '../queue/redis.js';
+import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
+import { loadSettings } from '../settings/index.js';
+import { startRedisCluster, type RedisClusterFixture } from './fixtures/redis-cluster.js';
+import { uniquePrefix } from './fixtures/redis-server.js';
+import { preEnroll } from './helpers/enroll.js';
+import { CLI, freshCli } from './helpers/local.js';
+
+describe('Cluster settings', () => {
+  it('parses FSBENCH_REDIS_CLUSTER (default port 6379, IPv6 in brackets) and refuses what is not host:port', () => {
+    const s = loadSettings(['redisCluster'], {}, { FSBENCH_REDIS_CLUSTER: 'a.example:7000, [::1]:7001 ,b' });
+    expect(s.redisCluster).toEqual([{ host: 'a.example', port: 7000 }, { host: '::1', port: 7001 }, { host: 'b', port: 6379 }]);
+    expect(() => loadSettings(['redisCluster'], {}, { FSBENCH_REDIS_CLUSTER: ' , ' })).toThrow(/names no node/);
+  });
+
+  it('gives each node the credentials, TLS and name, never a keyPrefix, and waits rather than fails', () => {
+    const { nodes, options } = clusterOptions(
+      { redisUrl: 'rediss://app:s3cret@redis.example:6380', redisCluster: [{ host: 'n1.example', port: 7000 }], queuePrefix: '{fsbench}', redisCa: '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n' },
+      'fsbench-coordinator',
+    );
+    expect(nodes).toEqual([{ host: 'n1.example', port: 7000 }]);
+    const o = options.redisOptions ?? {};
+    expect(o).toMatchObject({ username: 'app', password: 's3cret', connectionName: 'fsbench-coordinator', maxRetriesPerRequest: null });
+    expect(o).not.toHaveProperty('keyPrefix');
+    expect(o).not.toHaveProperty('host');
+    // Each node's certificate is checked against the address the Cluster announces, not REDIS_URL's host.
+    expect(o.tls).toMatchObject({ rejectUnauthorized: true });
+    expect(o.tls).not.toHaveProperty('servername');
+    expect(shownRedis({ redisUrl: 'redis://:pw@x:1', redisCluster: [{ host: '::1', port: 7000 }] })).toBe('the Redis Cluster of [::1]:7000 (redis://:redacted@x:1)');
+  });
+
+  it('refuses a prefix without a hash tag, sentinels beside it, and a database other than 0', () => {
+    const cluster = [{ host: '127.0.0.1', port: 7000 }];
+    expect(() => redisOptions({ redisUrl: 'redis://127.0.0.1', redisCluster: cluster, queuePrefix: 'fsbench' }, 'n')).toThrow(/FSBENCH_QUEUE_PREFIX fsbench is not a hash tag: write it in braces \(\{fsbench\}\)/);
+    expect(() => redisOptions({ redisUrl: 'redis://127.0.0.1', redisCluster: cluster }, 'n')).toThrow(/not a hash tag/);
+    expect(() => redisOptions({ redisUrl: 'redis://127.0.0.1', redisCluster: cluster, queuePrefix: '{fsbench}', redisSentinels: cluster }, 'n')).toThrow(
+      /FSBENCH_REDIS_CLUSTER and FSBENCH_REDIS_SENTINELS both set/,
+    );
+    expect(() => redisOptions({ redisUrl: 'redis://127.0.0.1/3', redisCluster: cluster, queuePrefix: '{fsbench}' }, 'n')).toThrow(/has only database 0/);
+  });
+});
+
+interface Proc {
+  readonly child: ChildProcess;
+  output: string;
+  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
+}
+
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+let cluster: RedisClusterFixture;
+
+beforeAll(async () => {
+  await freshCli();
+  cluster = await startRedisCluster();
+}, 120_000);
+afterAll(async () => {
+  await cluster.stop();
+});
+afterEach(async () => {
+  for (const c of children.splice(0)) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGKILL');
+      await new Promise((r) => c.once('exit', r));
+    }
+  }
+  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
+function fsbench(args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const proc: Proc = {
+    child,
+    output: '',
+    waitFor: async (re, ms = 30_000) => {
+      const end = Date.now() + ms;
+      for (;;) {
+        const m = re.exec(proc.output);
+        if (m) return m;
+        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
+        await sleep(20);
+      }
+    },
+  };
+  const collect = (d: Buffer) => {
+    proc.output += d.toString();
+  };
+  child.stderr.on('data', collect);
+  child.stdout.on('data', collect);
+  return proc;
+}
+
+async function tempDir(name: string): Promise<string> {
+  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-`));
+  dirs.push(d);
+  return d;
+}
+
+interface MatrixView {
+  state: string;
+  progress: { stored: number; expected: number };
+}
+interface Results {
+  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number }[];
+}
+
+describe('the primary of the prefix slot killed in the middle of a matrix', () => {
+  it('is replaced by its replica; coordinator and agents carry on and every run is stored exactly once', async () => {
+    const dataDir = await tempDir('data');
+    await writeNewJobKey(dataDir);
+    const tag = uniquePrefix('cluster');
+    const prefix = `{${tag}}`;
+    // REDIS_URL is left at its default: only its scheme and credentials count under a Cluster.
+    const env: Record<string, string> = {
+      FSBENCH_REDIS_CLUSTER: cluster.seeds,
+      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+      FSBENCH_QUEUE_PREFIX: prefix,
+      FSBENCH_DATA_DIR: dataDir,
+      FSBENCH_PORT: '0',
+      FSBENCH_HEARTBEAT: '200ms',
+      FSBENCH_STALL_TIMEOUT: '2s',
+      FSBENCH_SCRATCH: await tempDir('scratch'),
+    };
+    const refused = fsbench(['coordinator'], { ...env, FSBENCH_QUEUE_PREFIX: tag });
+    await new Promise((r) => refused.child.once('exit', r));
+    expect(refused.output).toMatch(/FSBENCH_QUEUE_PREFIX \S+ is not a hash tag/);
+
+    const coordinator = fsbench(['coordinator'], env);
+    const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
+    const { primary, replica } = await cluster.ownerOf(tag);
+    expect(replica).toBeDefined();
+    const agents: Proc[] = [];
+    for (const host of ['host-1', 'host-2']) {
+      const stateDir = path.join(env['FSBENCH_SCRATCH'] ?? '', 'state', host);
+      // Written straight to the node serving the tag's slot: every key of the prefix is there.
+      await preEnroll(cluster.urlOf(primary), prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, host, host);
+      const a = fsbench(['agent'], { ...env, FSBENCH_MACHINE: host, FSBENCH_HOST_ID: host, FSBENCH_STATE_DIR: stateDir });
+      await a.waitFor(/waiting for runs/);
+      agents.push(a);
+    }
+
+    const CELLS = 30;
+    const REPS = 2;
+    const HOSTS = 2;
+    const { id } = (await client.json('POST', '/v1/matrices', {
+      name: 'cluster-failover',
+      workload: 'noop',
+      repetitions: REPS,
+      warmup: 0,
+      placement: 'all',
+      params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
+    })) as { id: string };
+    const expected = CELLS * REPS * HOSTS;
+
+    // (time, stored) every 50 ms from submission to the end: the recovery figure is read off it.
+    const samples: { t: number; stored: number }[] = [];
+    let state = '';
+    const polling = (async () => {
+      for (const end = Date.now() + 40_000; state !== 'done' && Date.now() < end; ) {
+        const m = (await client.json('GET', `/v1/matrices/${id}`).catch(() => null)) as MatrixView | null;
+        if (m) {
+          samples.push({ t: Date.now(), stored: m.progress.stored });
+          state = m.state;
+        }
+        await sleep(50);
+      }
+    })();
+    while ((samples.at(-1)?.stored ?? 0) < expected / 4) {
+      if (state === 'done') throw new Error('the matrix finished before the primary could be killed');
+      await sleep(20);
+    }
+    const killedAt = Date.now();
+    cluster.kill(primary);
+    const promoted = await cluster.promotedFrom(primary, tag);
+    const promotedAt = Date.now();
+    expect(promoted).toBe(replica);
+    await polling;
+    expect(state, `coordinator:\n${coordinator.output.slice(-3000)}\nagent:\n${agents[0]?.output.slice(-2000) ?? ''}`).toBe('done');
+
+    const storedAtKill = samples.filter((x) => x.t <= killedAt).at(-1)?.stored ?? 0;
+    const storedAtPromotion = Math.max(storedAtKill, ...samples.filter((x) => x.t <= promotedAt).map((x) => x.stored));
+    const resumed = samples.find((x) => x.t > promotedAt && x.stored > storedAtPromotion);
+    expect(resumed).toBeDefined();
+
+    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+    const counts = new Map<string, number>();
+    for (const r of results.runs) {
+      const k = `${r.cellId}#${r.repetition}#${r.machine}`;
+      counts.set(k, (counts.get(k) ?? 0) + 1);
+    }
+    const duplicates = [...counts.values()].filter((n) => n > 1).length;
+    expect(duplicates).toBe(0);
+    expect(counts.size).toBe(expected);
+    expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
+    const progress = (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
+    expect(progress.progress).toMatchObject({ stored: expected, expected });
+
+    console.log(
+      JSON.stringify({
+        figure: 'cluster-failover',
+        runs: expected,
+        storedAtKill,
+        clusterNodeTimeoutMs: 1000,
+        killToPromotedMs: promotedAt - killedAt,
+        killToRunsStoredAgainMs: (resumed?.t ?? Number.NaN) - killedAt,
+        stored: counts.size,
+        duplicates,
+        missing: expected - counts.size,
+        runsRetried: results.runs.filter((r) => r.attempts > 1).length,
+        serverChangeNoticed: /Redis is another server now/.test(coordinator.output),
+      }),
+    );
+  }, 60_000);
+});
