@@ -173,7 +173,12 @@ export function startSimulatedHosts(self: string, env: Record<string, string>, t
   return Array.from({ length: processes }, (_, p) => {
     const first = Math.floor((p * hosts) / processes);
     const count = Math.floor(((p + 1) * hosts) / processes) - first;
-    return child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], { ...env, BENCH_ENROLL_TOKENS: tokens.slice(first, first + count).join(',') });
+    const c = child([self, '--role', 'agents', '--agents', String(count), '--first', String(first)], { ...env, BENCH_ENROLL_TOKENS: tokens.slice(first, first + count).join(',') });
+    // Said at once: the side waiting for its runs only notices at its next poll, a test never.
+    c.proc.once('exit', (code, signal) => {
+      if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGKILL') process.stderr.write(`agents ${first}-${first + count - 1} exited (${code ?? signal ?? '?'}):\n${c.output().slice(-4000)}\n`);
+    });
+    return c;
   });
 }
 
@@ -224,6 +229,7 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
           placed += m.runs;
         }
         const queued = await redisMemory(redis);
+        process.stderr.write(`hosts ${hosts}: Redis used_memory ${empty.used} B empty, ${registered.used} B registered, ${queued.used} B with ${placed} runs queued (dataset ${empty.dataset}, ${registered.dataset}, ${queued.dataset}); clients ${empty.clients}, ${registered.clients}\n`);
         memory = {
           clients: { empty: empty.clients, registered: registered.clients },
           bytesPerHost: Math.round((registered.used - empty.used) / hosts),
