@@ -4,13 +4,12 @@
  * of a matrix. The processes are the compiled CLI (`node dist/cli/fsbench.js`); `npm test`
  * compiles first, and this file compiles too when dist/ is older than the sources.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { CoordinatorClient } from '../cli/client.js';
 import { ANY_TARGET, queueName } from '../queue/jobs.js';
@@ -18,6 +17,7 @@ import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/sign
 import { preEnroll } from './helpers/enroll.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { CLI, freshCli } from './helpers/local.js';
+import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
@@ -27,75 +27,20 @@ const JOURNAL_JS = path.join(ROOT, 'dist', 'host', 'journal.js');
  */
 const SYSCTL = '/proc/sys/fs/inotify/max_user_instances';
 
+const { fsbench, tempDir } = useCliProcesses();
+
 beforeAll(async () => {
   await freshCli();
   expect(existsSync(CLI)).toBe(true);
 }, 180_000);
 
 let redis: TestRedis;
-const children: ChildProcess[] = [];
-const dirs: string[] = [];
 beforeAll(async () => {
   redis = await startRedis();
 });
 afterAll(async () => {
   await redis.stop();
 });
-afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGKILL');
-      await new Promise((r) => c.once('exit', r));
-    }
-  }
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
-
-interface Proc {
-  readonly child: ChildProcess;
-  output: string;
-  /** Resolves with the first match of `re` in the process's stderr. */
-  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
-  exited(): Promise<number | null>;
-}
-
-function fsbench(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const proc: Proc = {
-    child,
-    output: '',
-    waitFor: async (re, ms = 20_000) => {
-      const end = Date.now() + ms;
-      for (;;) {
-        const m = re.exec(proc.output);
-        if (m) return m;
-        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
-        await sleep(20);
-      }
-    },
-    exited: () =>
-      child.exitCode !== null
-        ? Promise.resolve(child.exitCode)
-        : new Promise((resolve) => {
-            child.once('exit', (code) => {
-              resolve(code);
-            });
-          }),
-  };
-  const collect = (d: Buffer) => {
-    proc.output += d.toString();
-  };
-  child.stderr.on('data', collect);
-  child.stdout.on('data', collect);
-  return proc;
-}
-
-async function tempDir(name: string): Promise<string> {
-  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-`));
-  dirs.push(d);
-  return d;
-}
 
 interface Setup {
   readonly env: Record<string, string>;
@@ -266,7 +211,7 @@ describe('an agent told to stop', () => {
     }
     const t = Date.now();
     a1.child.kill('SIGTERM');
-    expect(await a1.exited()).toBe(0);
+    expect((await a1.exited()).code).toBe(0);
     expect(Date.now() - t).toBeLessThan(3000);
     expect(a1.output).toMatch(/abandoning it/);
     expect(((await client.json('GET', '/v1/agents')) as { agents: unknown[] }).agents).toEqual([]);

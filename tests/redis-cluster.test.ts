@@ -6,12 +6,10 @@
  * promoted; the matrix must complete with every run stored exactly once. The test prints how
  * long runs stopped completing (one JSON line, `cluster-failover`), for docs/operating.md.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../cli/client.js';
 import { clusterOptions, redisOptions, shownRedis } from '../queue/redis.js';
 import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
@@ -19,7 +17,8 @@ import { loadSettings } from '../settings/index.js';
 import { startRedisCluster, type RedisClusterFixture } from './fixtures/redis-cluster.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
-import { CLI, freshCli } from './helpers/local.js';
+import { freshCli } from './helpers/local.js';
+import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 describe('Cluster settings', () => {
   it('parses FSBENCH_REDIS_CLUSTER (default port 6379, IPv6 in brackets) and refuses what is not host:port', () => {
@@ -55,15 +54,9 @@ describe('Cluster settings', () => {
   });
 });
 
-interface Proc {
-  readonly child: ChildProcess;
-  output: string;
-  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
-}
-
-const children: ChildProcess[] = [];
-const dirs: string[] = [];
 let cluster: RedisClusterFixture;
+
+const { fsbench, tempDir } = useCliProcesses({ waitMs: 30_000 });
 
 beforeAll(async () => {
   await freshCli();
@@ -72,45 +65,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster.stop();
 });
-afterEach(async () => {
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGKILL');
-      await new Promise((r) => c.once('exit', r));
-    }
-  }
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
-});
-
-function fsbench(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const proc: Proc = {
-    child,
-    output: '',
-    waitFor: async (re, ms = 30_000) => {
-      const end = Date.now() + ms;
-      for (;;) {
-        const m = re.exec(proc.output);
-        if (m) return m;
-        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
-        await sleep(20);
-      }
-    },
-  };
-  const collect = (d: Buffer) => {
-    proc.output += d.toString();
-  };
-  child.stderr.on('data', collect);
-  child.stdout.on('data', collect);
-  return proc;
-}
-
-async function tempDir(name: string): Promise<string> {
-  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-`));
-  dirs.push(d);
-  return d;
-}
 
 interface MatrixView {
   state: string;

@@ -6,9 +6,7 @@
  * and worker (108 in 20 s), and neither stopped on SIGTERM while Redis was away (killed after
  * 30 s). The tests print what they measure.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +14,8 @@ import { CoordinatorClient } from '../cli/client.js';
 import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
-import { CLI, freshCli } from './helpers/local.js';
+import { freshCli } from './helpers/local.js';
+import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 /** How long Redis stays away: longer than the first "still unreachable" line (10 s after the loss). */
 const OUTAGE_MS = 11_000;
@@ -28,8 +27,8 @@ const STOP_BOUND_MS = 10_000;
 let redis: TestRedis;
 /** Set while a test has the server stopped, so that the next one gets it back. */
 let stopped = false;
-const children: ChildProcess[] = [];
-const dirs: string[] = [];
+
+const { fsbench, tempDir } = useCliProcesses();
 
 beforeAll(async () => {
   await freshCli();
@@ -41,13 +40,6 @@ afterAll(async () => {
 afterEach(async () => {
   // A test that failed with the server stopped gives it back to the next.
   if (stopped) await startRedisAgain();
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGKILL');
-      await new Promise((r) => c.once('exit', r));
-    }
-  }
-  for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
 async function stopRedis(): Promise<void> {
@@ -57,51 +49,6 @@ async function stopRedis(): Promise<void> {
 async function startRedisAgain(): Promise<void> {
   await redis.startServer();
   stopped = false;
-}
-
-interface Proc {
-  readonly child: ChildProcess;
-  output: string;
-  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
-  /** Resolves with the exit code and how long after `since` the process ended. */
-  exited(since: number): Promise<{ code: number | null; ms: number }>;
-}
-
-function fsbench(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const proc: Proc = {
-    child,
-    output: '',
-    waitFor: async (re, ms = 20_000) => {
-      const end = Date.now() + ms;
-      for (;;) {
-        const m = re.exec(proc.output);
-        if (m) return m;
-        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
-        await sleep(20);
-      }
-    },
-    exited: (since) =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, ms: Date.now() - since });
-        else child.once('exit', (code) => {
-          resolve({ code, ms: Date.now() - since });
-        });
-      }),
-  };
-  const collect = (d: Buffer) => {
-    proc.output += d.toString();
-  };
-  child.stderr.on('data', collect);
-  child.stdout.on('data', collect);
-  return proc;
-}
-
-async function tempDir(name: string): Promise<string> {
-  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-outage-${name}-`));
-  dirs.push(d);
-  return d;
 }
 
 interface Stack {

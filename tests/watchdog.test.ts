@@ -6,10 +6,8 @@
  * blocking connections and a Redis frozen longer than the drain delay are tried too: BullMQ
  * recovers from those by itself here, and the watchdog must then stay quiet.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -18,7 +16,8 @@ import { CoordinatorClient } from '../cli/client.js';
 import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
-import { CLI, freshCli } from './helpers/local.js';
+import { freshCli } from './helpers/local.js';
+import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 /** A TCP relay to Redis whose connections can be made silent one by one. */
 class Relay {
@@ -83,8 +82,9 @@ class Relay {
 }
 
 let redis: TestRedis;
-const children: ChildProcess[] = [];
 const cleanups: (() => Promise<void>)[] = [];
+
+const { fsbench, tempDir } = useCliProcesses();
 
 beforeAll(async () => {
   await freshCli();
@@ -95,50 +95,8 @@ afterAll(async () => {
 });
 afterEach(async () => {
   redis.resume();
-  for (const c of children.splice(0)) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGKILL');
-      await new Promise((r) => c.once('exit', r));
-    }
-  }
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-interface Proc {
-  readonly child: ChildProcess;
-  output: string;
-  waitFor(re: RegExp, ms?: number): Promise<RegExpMatchArray>;
-}
-
-function fsbench(args: string[], env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const proc: Proc = {
-    child,
-    output: '',
-    waitFor: async (re, ms = 20_000) => {
-      const end = Date.now() + ms;
-      for (;;) {
-        const m = re.exec(proc.output);
-        if (m) return m;
-        if (child.exitCode !== null || Date.now() > end) throw new Error(`no ${String(re)} in:\n${proc.output}`);
-        await sleep(20);
-      }
-    },
-  };
-  const collect = (d: Buffer) => {
-    proc.output += d.toString();
-  };
-  child.stderr.on('data', collect);
-  child.stdout.on('data', collect);
-  return proc;
-}
-
-async function tempDir(name: string): Promise<string> {
-  const d = await mkdtemp(path.join(os.tmpdir(), `fsbench-watchdog-${name}-`));
-  cleanups.push(() => rm(d, { recursive: true, force: true }));
-  return d;
-}
 
 interface Stack {
   readonly agent: Proc;
