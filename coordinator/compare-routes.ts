@@ -10,6 +10,7 @@
  */
 import express, { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
+import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
 import type { AggregatableRun } from '../stats/aggregate.js';
 import { FsbenchError } from '../contract/errors.js';
@@ -118,6 +119,13 @@ function* historyRuns(source: RunSource, since: ReturnType<History['since']>, na
   }
 }
 
+/** One side of a stored comparison, however it was named. */
+interface StoredSide {
+  readonly runs: Iterable<AggregatableRun>;
+  readonly name: string;
+  readonly fingerprintOf: (machine: string) => MachineFingerprint | null;
+}
+
 /** The comparison a compare or gate query asks for, of stored matrices; with `excluded`, flagged runs left out and counted. */
 async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>, excluded?: Excluded, history?: History): Promise<CompareReport> {
   const load = (ref: string) => {
@@ -131,65 +139,51 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
     if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${ref}`);
     return m;
   };
+  const stored = (m: NonNullable<ReturnType<RunSource>>): StoredSide => ({ runs: bounded(m.runs, m.id), name: `${m.name} (${m.id})`, fingerprintOf: m.fingerprintOf });
+  let a: StoredSide;
+  let b: StoredSide;
+  let cellOrder: ReadonlyMap<string, number>;
+  // Runs from several matrices are not grouped by cell: then both sides are kept whole.
+  let grouped = true;
   const fromHistory = SERIES_REF.exec(q.baseline);
-  if (fromHistory?.[1] === 'history' && fromHistory[2] !== undefined) return compareWithHistory(source, q, fromHistory[2], load, excluded, history);
-  const a = load(q.baseline);
-  const b = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
-  if (!b && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
-    throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
+  if (fromHistory?.[1] === 'history' && fromHistory[2] !== undefined) {
+    const name = fromHistory[2];
+    if (!history) throw new FsbenchError('INTERNAL', 'this coordinator keeps no history to compare with');
+    const candidate = load(q.candidate ?? `latest:${name}`);
+    const since = history.since(name, candidate.id);
+    if (since.matrices.length === 0) throw new FsbenchError('NOT_FOUND', `no finished matrix named ${name} besides ${candidate.id} to compare with`);
+    const n = since.matrices.length;
+    a = {
+      runs: historyRuns(source, since, `history:${name}`),
+      name: `${name} since its last change (${String(n)} matri${n === 1 ? 'x' : 'ces'})`,
+      fingerprintOf: source(since.matrices[0] ?? '', { histograms: false })?.fingerprintOf ?? (() => null),
+    };
+    b = stored(candidate);
+    cellOrder = candidate.cellOrder;
+    grouped = false;
+  } else {
+    const baseline = load(q.baseline);
+    const candidate = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
+    if (!candidate && (q.baselineMachine === undefined || q.candidateMachine === undefined || q.baselineMachine === q.candidateMachine)) {
+      throw new FsbenchError('BODY_INVALID', 'comparing a matrix with itself needs two different machines: set baselineMachine and candidateMachine');
+    }
+    a = stored(baseline);
+    // One matrix against itself: the same rows, read twice, once per machine.
+    b = stored(candidate ?? load(q.baseline));
+    cellOrder = baseline.cellOrder;
   }
-  // One matrix against itself: the same rows, read twice, once per machine.
-  let baselineRuns: Iterable<AggregatableRun> = bounded(a.runs, a.id);
-  let candidateRuns: Iterable<AggregatableRun> = bounded(b ? b.runs : (source(q.baseline, { histograms: false })?.runs ?? []), b ? b.id : a.id);
-  if (excluded) {
-    baselineRuns = unflagged(baselineRuns, excluded, 'baseline');
-    candidateRuns = unflagged(candidateRuns, excluded, 'candidate');
-  }
-  return compareRunSets(baselineRuns, candidateRuns, {
+  const runs = (side: StoredSide, which: keyof Excluded) => (excluded ? unflagged(side.runs, excluded, which) : side.runs);
+  return compareRunSets(runs(a, 'baseline'), runs(b, 'candidate'), {
     ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
     alpha: q.alpha,
-    grouped: true,
-    cellOrder: a.cellOrder,
+    ...(grouped ? { grouped: true } : {}),
+    cellOrder,
     ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
     ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
-    baselineName: `${a.name} (${a.id})`,
-    candidateName: b ? `${b.name} (${b.id})` : `${a.name} (${a.id})`,
+    baselineName: a.name,
+    candidateName: b.name,
     // Stored runs carry only the facts aggregation keeps: the facts that differ come from the whole fingerprints.
     baselineFingerprintOf: a.fingerprintOf,
-    candidateFingerprintOf: (b ?? a).fingerprintOf,
-  });
-}
-
-/** `baseline=history:NAME`: the candidate (the newest matrix of NAME unless named) against its series since their last change. */
-function compareWithHistory(
-  source: RunSource,
-  q: z.infer<typeof CompareQuery>,
-  name: string,
-  load: (ref: string) => NonNullable<ReturnType<RunSource>>,
-  excluded?: Excluded,
-  history?: History,
-): Promise<CompareReport> {
-  if (!history) throw new FsbenchError('INTERNAL', 'this coordinator keeps no history to compare with');
-  const b = load(q.candidate ?? `latest:${name}`);
-  const since = history.since(name, b.id);
-  if (since.matrices.length === 0) throw new FsbenchError('NOT_FOUND', `no finished matrix named ${name} besides ${b.id} to compare with`);
-  const newest = source(since.matrices[0] ?? '', { histograms: false });
-  let baselineRuns: Iterable<AggregatableRun> = historyRuns(source, since, `history:${name}`);
-  let candidateRuns: Iterable<AggregatableRun> = bounded(b.runs, b.id);
-  if (excluded) {
-    baselineRuns = unflagged(baselineRuns, excluded, 'baseline');
-    candidateRuns = unflagged(candidateRuns, excluded, 'candidate');
-  }
-  // The baseline's runs come from several matrices, so not grouped by cell: both sides are kept whole.
-  return compareRunSets(baselineRuns, candidateRuns, {
-    ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
-    alpha: q.alpha,
-    cellOrder: b.cellOrder,
-    ...(q.baselineMachine === undefined ? {} : { baselineMachine: q.baselineMachine }),
-    ...(q.candidateMachine === undefined ? {} : { candidateMachine: q.candidateMachine }),
-    baselineName: `${name} since its last change (${String(since.matrices.length)} matri${since.matrices.length === 1 ? 'x' : 'ces'})`,
-    candidateName: `${b.name} (${b.id})`,
-    baselineFingerprintOf: newest?.fingerprintOf ?? (() => null),
     candidateFingerprintOf: b.fingerprintOf,
   });
 }
