@@ -212,3 +212,18 @@ export type MachineFingerprint = z.infer<typeof MachineFingerprint>;
 export function fingerprintHash(json: string): string {
   return createHash('sha256').update(json).digest('hex').slice(0, 16);
 }
+
+/**
+ * Fingerprints a process keeps in memory: a fleet of 1,000 hosts has at least as many, and a cache
+ * of 1,000 cleared when full fetched, parsed and stored them all again, batch after batch.
+ */
+export const FINGERPRINTS_KEPT = 4096;
+
+/** Sets `key` in a cache of at most FINGERPRINTS_KEPT entries, dropping the oldest. */
+export function keepFingerprint<V>(cache: Map<string, V>, key: string, value: V): void {
+  if (!cache.has(key) && cache.size >= FINGERPRINTS_KEPT) {
+    const oldest = cache.keys().next();
+    if (oldest.done !== true) cache.delete(oldest.value);
+  }
+  cache.set(key, value);
+}

@@ -22,7 +22,7 @@ import type { Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import type { ErrorCode } from '../contract/errors.js';
-import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
+import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../contract/fingerprint.js';
 import { adaptiveRepetitions } from '../contract/matrix.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
 import { scheduleInfo } from '../contract/schedule.js';
@@ -149,6 +149,14 @@ export function collectorWatchdogMs(pollMs: number): number {
   return Math.max(10_000, 20 * pollMs);
 }
 
+/**
+ * How often every failed set is sized even with no `failed` event seen: sizing them every poll
+ * was a third of what an idle coordinator did at 1,000 hosts (bench:dispatch --profile).
+ */
+export function failedSweepMs(pollMs: number): number {
+  return Math.max(1_000, 20 * pollMs);
+}
+
 /** Drops of one batch, logged once per reason. */
 type Drops = Map<DropReason, { n: number; example: string }>;
 
@@ -162,9 +170,17 @@ export class Collector {
   private readonly cursors: Map<string, string>;
   /** Fingerprint hash -> fingerprint, for those met lately (bounded). */
   private readonly fingerprints = new Map<string, MachineFingerprint>();
-  /** The queues whose streams are read: `any` and the hosts of recent matrices. */
+  /** The queues whose streams are read: `any` and the hosts of recent matrices (the store's activeTargets). */
   private targets: string[] = [ANY_TARGET];
-  private nextFailedScan = 0;
+  private activeSet: ReadonlySet<string> | undefined;
+  private keys = new Map<string, { events: string; failed: string }>();
+  /**
+   * Targets whose failed set is looked at next round: those whose event stream said a job failed,
+   * and all of them every failedSweepMs (a job failed while its event was trimmed unread, or
+   * before this process read the stream).
+   */
+  private readonly failedDue = new Set<string>();
+  private nextFailedSweep = 0;
   /** Streams looked at for lost reports, once per process: before their first read. */
   private readonly checked = new Set<string>();
   /**
@@ -250,25 +266,40 @@ export class Collector {
     }
   }
 
-  /** One read of the event streams (waiting up to pollMs for it), and the failed sets when due. */
+  /** One read of the event streams (waiting up to pollMs for it), and the failed sets due. */
   private async drainOnce(reader: RedisConnection): Promise<number> {
-    if (Date.now() >= this.nextFailedScan) {
-      this.nextFailedScan = Date.now() + this.deps.pollMs;
-      const targets = this.deps.store.activeTargets(Date.now() - LATE_RESULTS_MS);
-      targets.add(ANY_TARGET);
-      this.targets = [...targets];
+    const active = this.deps.store.activeTargets(LATE_RESULTS_MS);
+    if (active !== this.activeSet) {
+      this.activeSet = active;
+      this.targets = [ANY_TARGET, ...[...active].filter((t) => t !== ANY_TARGET)];
+      this.keys = new Map(this.targets.map((t) => [t, this.keys.get(t) ?? this.keysOf(t)]));
+    }
+    let n = 0;
+    if (Date.now() >= this.nextFailedSweep) {
+      this.nextFailedSweep = Date.now() + failedSweepMs(this.deps.pollMs);
       // One round trip sizes every failed set: a look at each queue in turn cost a hundred hosts
       // a hundred round trips per poll (bench:dispatch, idle coordinator CPU).
       const sizes = await this.failedSizes(this.targets);
-      let n = 0;
-      for (const [i, target] of this.targets.entries()) if (sizes[i] !== 0) n += await this.drainFailed(target);
-      return n + (await this.drainEvents(reader));
+      for (const [i, target] of this.targets.entries()) if (sizes[i] !== 0) this.failedDue.add(target);
     }
-    return this.drainEvents(reader);
+    for (const target of [...this.failedDue]) {
+      this.failedDue.delete(target);
+      const drained = await this.drainFailed(target);
+      // More than one look holds: the rest at the next round.
+      if (drained === FAILED_BATCH) this.failedDue.add(target);
+      n += drained;
+    }
+    return n + (await this.drainEvents(reader));
+  }
+
+  /** The event stream and failed set of a target's queue. */
+  private keysOf(target: string): { events: string; failed: string } {
+    const q = this.deps.dispatcher.queue(target);
+    return { events: q.toKey('events'), failed: q.toKey('failed') };
   }
 
   private async drainEvents(reader: RedisConnection): Promise<number> {
-    const keys = this.targets.map((t) => this.deps.dispatcher.queue(t).toKey('events'));
+    const keys = this.targets.map((t) => this.keys.get(t)?.events ?? this.keysOf(t).events);
     for (const [i, key] of keys.entries()) {
       if (this.checked.has(key)) continue;
       const target = this.targets[i] ?? ANY_TARGET;
@@ -294,6 +325,8 @@ export class Collector {
         readTo.set(stream, last[0]);
         n = Math.max(n, entries.length);
         for (const [id, fields] of entries) {
+          // Written by the same script that moved the job: it is in the failed set by now.
+          if (field(fields, 'event') === 'failed') this.failedDue.add(targetOf.get(stream) ?? ANY_TARGET);
           const report = this.reportOf(stream, id, fields, drops);
           if (!report) continue;
           const why = issued(report, targetOf.get(stream));
@@ -453,6 +486,7 @@ export class Collector {
     const missing = [...hashes].filter((h) => !this.fingerprints.has(h));
     if (missing.length === 0) return;
     const jsons = await this.deps.redis.hmget(fingerprintsKey(this.deps.prefix), ...missing);
+    const found: { hash: string; json: string; fingerprint: MachineFingerprint }[] = [];
     missing.forEach((hash, i) => {
       const json = jsons[i];
       if (typeof json !== 'string' || fingerprintHash(json) !== hash) return;
@@ -463,12 +497,11 @@ export class Collector {
         return;
       }
       const fingerprint = MachineFingerprint.safeParse(parsed);
-      if (!fingerprint.success) return;
-      this.deps.store.putFingerprint(hash, json);
-      // Fingerprints change rarely, but never let the cache grow with the runs.
-      if (this.fingerprints.size >= 1000) this.fingerprints.clear();
-      this.fingerprints.set(hash, fingerprint.data);
+      if (fingerprint.success) found.push({ hash, json, fingerprint: fingerprint.data });
     });
+    // In one transaction: the first batch from 1,000 hosts brings 1,000 of them.
+    this.deps.store.putFingerprints(found);
+    for (const f of found) keepFingerprint(this.fingerprints, f.hash, f.fingerprint);
   }
 
   /** The schedule a matrix's runs record (contract/schedule.ts), looked up once per matrix and batch. */
@@ -513,7 +546,7 @@ export class Collector {
   /** How many jobs each target's failed set holds (BullMQ keeps it as a sorted set). */
   private async failedSizes(targets: readonly string[]): Promise<number[]> {
     const pipe = this.deps.redis.pipeline();
-    for (const t of targets) pipe.zcard(this.deps.dispatcher.queue(t).toKey('failed'));
+    for (const t of targets) pipe.zcard(this.keys.get(t)?.failed ?? this.keysOf(t).failed);
     return PipelineCounts.parse(await pipe.exec()).map(([err, n]) => {
       if (err) throw err;
       return n;

@@ -51,7 +51,7 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
   }
   const agents = await liveAgents(s.redis, s.prefix);
   return {
-    queueDepth: await s.dispatcher.waiting([ANY_TARGET, ...s.store.activeTargets(Date.now() - FINISHED_TARGETS_MS)]),
+    queueDepth: await s.dispatcher.waiting([ANY_TARGET, ...s.store.activeTargets(FINISHED_TARGETS_MS)]),
     runsByState,
     matricesByState,
     liveAgents: agents.length,

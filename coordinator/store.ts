@@ -12,7 +12,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
 import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
-import { fingerprintHash, MachineFingerprint } from '../contract/fingerprint.js';
+import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../contract/fingerprint.js';
 import { CellPlans } from './plans.js';
 import { TargetInfo, toRow, type RunRow, type StoredRun } from './run-rows.js';
 
@@ -99,6 +99,8 @@ CREATE TABLE IF NOT EXISTS runs (
   PRIMARY KEY (matrix_id, cell_id, target, repetition)
 );
 CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
+-- A matrix's detail lists its first failures at every poll: without it, a scan of all its runs.
+CREATE INDEX IF NOT EXISTS runs_failed ON runs (matrix_id, stored_at) WHERE state = 'failed';
 CREATE TABLE IF NOT EXISTS stream_cursors (stream TEXT PRIMARY KEY, last_id TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS idempotency (
   key TEXT PRIMARY KEY, request_hash TEXT NOT NULL, status INTEGER NOT NULL, answer TEXT NOT NULL, created_at INTEGER NOT NULL
@@ -142,6 +144,9 @@ export interface NewMatrix {
   readonly estimatedMs: number;
 }
 
+/** How long activeTargets' answer is kept when no matrix was created meanwhile. */
+const ACTIVE_TARGETS_MS = 10_000;
+
 /** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
 export const DATABASE_FILE = 'fsbench.db';
 
@@ -151,6 +156,13 @@ export class Store {
 
   /** Matrices whose stored row this version cannot read, each reported once. */
   private readonly unreadable = new Set<string>();
+  /**
+   * activeTargets' last answer per window. A target joins it only with a new matrix (createMatrix drops the
+   * answer) and leaves it only with time, so it is asked again at most every ACTIVE_TARGETS_MS:
+   * the collector asks every poll, and at 1,000 hosts parsing every matrix's targets was a tenth
+   * of what an idle coordinator did (bench:dispatch --profile).
+   */
+  private readonly active = new Map<number, { at: number; targets: ReadonlySet<string> }>();
 
   private constructor(
     file: string,
@@ -253,6 +265,7 @@ export class Store {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
     );
     const insertCell = this.db.prepare('INSERT INTO cells (matrix_id, cell_id, position, params) VALUES (?, ?, ?, ?)');
+    this.active.clear();
     this.db.transaction(() => {
       insertMatrix.run(m.id, m.spec.name, m.spec.workload, JSON.stringify(m.spec), JSON.stringify(m.spec.placement),
         JSON.stringify(m.targets), m.cells.length, m.expectedRuns, m.estimatedMs, Date.now());
@@ -290,12 +303,23 @@ export class Store {
     return this.db.prepare<[], { id: string }>("SELECT id FROM matrices WHERE enqueued = 0 AND state IN ('queued', 'running')").all().map((r) => r.id);
   }
 
-  /** Targets whose queues may still hold results: unfinished matrices, and those finished lately. */
-  activeTargets(finishedSince: number): Set<string> {
+  /**
+   * Targets whose queues may still hold results: unfinished matrices, and those finished within
+   * the last `finishedWithinMs` (a finished one may stay ACTIVE_TARGETS_MS longer). The same set
+   * object while the answer is unchanged.
+   */
+  activeTargets(finishedWithinMs: number): ReadonlySet<string> {
+    const now = Date.now();
+    const kept = this.active.get(finishedWithinMs);
+    if (kept !== undefined && now - kept.at < ACTIVE_TARGETS_MS) return kept.targets;
     const rows = this.db
       .prepare<[number], { targets: string }>("SELECT targets FROM matrices WHERE state IN ('queued', 'running') OR finished_at >= ?")
-      .all(finishedSince);
-    return new Set(rows.flatMap((r) => z.array(TargetInfo).parse(JSON.parse(r.targets)).map((t) => t.target)));
+      .all(now - finishedWithinMs);
+    const targets = new Set(rows.flatMap((r) => z.array(TargetInfo).parse(JSON.parse(r.targets)).map((t) => t.target)));
+    const same = kept !== undefined && kept.targets.size === targets.size && [...targets].every((t) => kept.targets.has(t));
+    const answer = same ? kept.targets : targets;
+    this.active.set(finishedWithinMs, { at: now, targets: answer });
+    return answer;
   }
 
   cells(matrixId: string): Cell[] {
@@ -340,16 +364,23 @@ export class Store {
     if (hash === undefined) {
       hash = fingerprintHash(json);
       this.putFingerprint(hash, json);
-      // Fingerprints change rarely, but never let the cache grow with the runs.
-      if (this.fingerprintHashes.size >= 1000) this.fingerprintHashes.clear();
-      this.fingerprintHashes.set(json, hash);
+      keepFingerprint(this.fingerprintHashes, json, hash);
     }
     return hash;
   }
 
   /** Stores a fingerprint under its hash (see fingerprintHash), once. */
   putFingerprint(hash: string, json: string): void {
-    this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)').run(hash, json);
+    this.storeStatements().putFingerprint.run(hash, json);
+  }
+
+  /** putFingerprint for many, in one transaction. */
+  putFingerprints(fingerprints: readonly { readonly hash: string; readonly json: string }[]): void {
+    if (fingerprints.length === 0) return;
+    const put = this.storeStatements().putFingerprint;
+    this.db.transaction(() => {
+      for (const f of fingerprints) put.run(f.hash, f.json);
+    })();
   }
 
   private statements: ReturnType<Store['prepareStoreStatements']> | undefined;
@@ -362,6 +393,7 @@ export class Store {
 
   private prepareStoreStatements() {
     return {
+      putFingerprint: this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)'),
       insert: this.db.prepare(
         `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
            metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference, signed_by)

@@ -81,8 +81,9 @@ export function detailOf(store: Store, m: MatrixRecord) {
   const perTarget = m.cellCount * maxRepetitions(m.spec);
   const machines: MachineProgress[] = [...byMachine.values()].map((e) => ({ ...e, expected: e.target === 'any' ? null : perTarget }));
   // Target hosts that have not stored anything yet still belong in the picture.
+  const reported = new Set(machines.map((x) => x.target));
   for (const t of m.targets) {
-    if (t.target !== 'any' && !machines.some((x) => x.target === t.target)) {
+    if (t.target !== 'any' && !reported.has(t.target)) {
       machines.push({ machine: t.machine ?? t.target, target: t.target, expected: perTarget, stored: 0, ok: 0, failed: 0, skipped: 0 });
     }
   }
