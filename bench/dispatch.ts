@@ -28,7 +28,7 @@
  * alone, `--only dispatch` the rest without it, each kept beside the other's figures in `--out`.
  *
  * `--profile DIR` writes a V8 CPU profile of every coordinator, agent and bare worker process
- * there (open them in Chrome's DevTools); the processes run slower while profiled.
+ * (and of the host-scaling sides' coordinators) there (open them in Chrome's DevTools); the processes run slower while profiled.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -282,7 +282,7 @@ async function main(): Promise<void> {
   const [scaleRuns = 0] = positiveInts('scale-runs', values['scale-runs']);
   const [scaleRounds = 0] = positiveInts('scale-rounds', values['scale-rounds']);
   const redis = await startRedis();
-  const hostScaling = () => measureHostScaling(redis.url, fileURLToPath(import.meta.url), scaleHosts, scaleRuns, scaleRounds);
+  const hostScaling = () => measureHostScaling(redis.url, fileURLToPath(import.meta.url), scaleHosts, scaleRuns, scaleRounds, childNodeFlags);
   const printHostScaling = (h: Awaited<ReturnType<typeof hostScaling>>) => {
     for (const hosts of scaleHosts) {
       const sides = h.rounds.flatMap((r) => r.sides.filter((x) => x.hosts === hosts && x.verifyReports));

@@ -193,10 +193,10 @@ const Matrix = z.object({ state: z.string() }).loose();
 
 const Tokens = z.object({ tokens: z.array(z.string()) }).loose();
 
-async function side(redisUrl: string, self: string, hosts: number, runs: number, round: number, verifyReports: boolean): Promise<HostScalingSide> {
+async function side(redisUrl: string, self: string, hosts: number, runs: number, round: number, verifyReports: boolean, nodeFlags: readonly string[]): Promise<HostScalingSide> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-hosts-'));
   const env = { REDIS_URL: redisUrl, FSBENCH_QUEUE_PREFIX: `bench-hosts-${hosts}-${round}-${verifyReports ? 'v' : 'n'}`, FSBENCH_DATA_DIR: dataDir, FSBENCH_PORT: '0', FSBENCH_SCRATCH: path.join(dataDir, 'scratch') };
-  const coord = child([self, '--role', 'coordinator', '--verify-reports', verifyReports ? 'on' : 'off'], env);
+  const coord = child([self, '--role', 'coordinator', '--verify-reports', verifyReports ? 'on' : 'off'], env, nodeFlags);
   const procs: ReturnType<typeof child>[] = [];
   try {
     const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
@@ -277,7 +277,8 @@ async function side(redisUrl: string, self: string, hosts: number, runs: number,
 
 
 /** Rounds of every host count, the order alternating so drift favours neither. */
-export async function measureHostScaling(redisUrl: string, self: string, hostCounts: readonly number[], runs: number, rounds: number): Promise<HostScaling> {
+/** `coordinatorNodeFlags`: node flags of each side's coordinator process (bench:dispatch's `--profile`). */
+export async function measureHostScaling(redisUrl: string, self: string, hostCounts: readonly number[], runs: number, rounds: number, coordinatorNodeFlags: readonly string[] = []): Promise<HostScaling> {
   const result: HostScaling['rounds'] = [];
   const most = Math.max(...hostCounts);
   // Every host count with reports checked, and the most hosts once more without.
@@ -286,7 +287,7 @@ export async function measureHostScaling(redisUrl: string, self: string, hostCou
     const order = round % 2 === 0 ? plan : [...plan].reverse();
     const sides: HostScalingSide[] = [];
     for (const [hosts, verify] of order) {
-      const s = await side(redisUrl, self, hosts, runs, round, verify);
+      const s = await side(redisUrl, self, hosts, runs, round, verify, coordinatorNodeFlags);
       process.stderr.write(
         `hosts round ${round + 1}: ${hosts} hosts${verify ? '' : ', reports not checked'}: ${s.coordinatorCpuMsPerRun} ms coordinator CPU per run, idle ${s.coordinatorIdleCpuMsPerSecond} ms/s\n`,
       );
