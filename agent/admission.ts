@@ -111,12 +111,19 @@ export class Admission {
   /** Remembers that `job` ran here and what it reported, until the day after it expires. */
   async ranNow(job: RunJob, report: SignedRunReport): Promise<void> {
     const marker = this.markerOf(job);
-    await fs.mkdir(path.dirname(marker), { recursive: true, mode: 0o700 });
-    const handle = await fs.open(marker, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o600).catch((err: unknown) => {
-      // Recorded already: another agent of this host completed the same issuance.
-      if (errnoOf(err) === 'EEXIST') return null;
-      throw err;
-    });
+    const create = () => fs.open(marker, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o600);
+    const handle = await create()
+      .catch(async (err: unknown) => {
+        // The day's directory, made by the first run of the day rather than a mkdir before every run.
+        if (errnoOf(err) !== 'ENOENT') throw err;
+        await fs.mkdir(path.dirname(marker), { recursive: true, mode: 0o700 });
+        return create();
+      })
+      .catch((err: unknown) => {
+        // Recorded already: another agent of this host completed the same issuance.
+        if (errnoOf(err) === 'EEXIST') return null;
+        throw err;
+      });
     if (handle === null) return;
     try {
       await handle.writeFile(JSON.stringify(report));
