@@ -78,6 +78,11 @@ const DEFAULT_JOB_TTL_MS = 7 * 86_400_000;
 const REQUEUE_RETRY_MS = 5_000;
 /** How often the coordinator PINGs Redis to know it answers (queue/redis-health.ts). */
 const HEALTH_PROBE_MS = 1_000;
+/**
+ * How long the main connection may answer nothing while open before it is re-made: longer than
+ * a Redis busy with a slow command or a fork is silent, about as long as the collector's watchdog.
+ */
+const SILENT_RECONNECT_MS = 10_000;
 /** The longest a stopping coordinator waits for Redis to take its last writes. */
 const STOP_REDIS_MS = 5_000;
 
@@ -120,7 +125,17 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       throw err;
     });
   }
-  const health = new RedisHealth({ url: shownRedis(s), log: logTo(redisLog), warn: logTo(redisLog, 'warn'), probeMs: HEALTH_PROBE_MS });
+  let silentReconnects = 0;
+  const health = new RedisHealth({
+    url: shownRedis(s),
+    log: logTo(redisLog),
+    warn: logTo(redisLog, 'warn'),
+    probeMs: HEALTH_PROBE_MS,
+    reconnectSilentMs: SILENT_RECONNECT_MS,
+    onSilentReconnect: () => {
+      silentReconnects++;
+    },
+  });
   health.watch(redis, true);
   health.start(redis);
   const store = Store.open(s.dataDir, logTo(logger.child({ component: 'store' }), 'warn'));
@@ -188,6 +203,15 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       });
     }
   };
+  new Counter({
+    name: 'fsbench_redis_silent_reconnects_total',
+    help: "Times the coordinator's main Redis connection was re-made because it answered nothing while open (a connection fallen silent)",
+    registers: [metrics.registry],
+    collect() {
+      this.reset();
+      this.inc(silentReconnects);
+    },
+  });
   const collectorRestarts = new Counter({
     name: 'fsbench_collector_restarts_total',
     help: "Times the collector's reading connection was re-made because no read finished while Redis answered (a connection fallen silent)",

@@ -11,7 +11,8 @@
  *
  * The state follows the main connection's events, and a PING every `probeMs` catches a Redis
  * that keeps the connection open but answers nothing (paused, swapping, a network partition
- * that drops packets instead of refusing them).
+ * that drops packets instead of refusing them); with `reconnectSilentMs` (the coordinator), a
+ * main connection silent that long is re-made, as the agent's watchdog re-makes its own.
  */
 import type { RedisConnection } from './redis.js';
 import { messageOf } from '../contract/errors.js';
@@ -36,6 +37,15 @@ export interface RedisHealthOptions {
   readonly warn?: HealthLog;
   /** How often the main connection is probed with a PING. */
   readonly probeMs: number;
+  /**
+   * Re-make the main connection when its PINGs have gone unanswered this long while it stays
+   * open: ioredis never re-makes a connection that has not closed, so one whose packets vanish
+   * (a partition that drops them, a NAT that forgot it) would stay stuck for good. Unset: never
+   * (the agent's watchdog re-makes all of its connections instead).
+   */
+  readonly reconnectSilentMs?: number;
+  /** Told each time the main connection was re-made for its silence (a metric). */
+  readonly onSilentReconnect?: () => void;
 }
 
 /** A PING unanswered this long counts as Redis gone, even on an open connection. */
@@ -72,6 +82,8 @@ export class RedisHealth {
   private reminderAt = 0;
   private reminderEvery = FIRST_REMINDER_MS;
   private probing = false;
+  /** Since when PINGs go unanswered on the open main connection; null when they do not. */
+  private silentSince: number | null = null;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   /** Called on every change of state: bounded waits end early when Redis goes. */
@@ -100,6 +112,7 @@ export class RedisHealth {
   start(redis: RedisConnection): void {
     this.timer = setInterval(() => {
       this.remind();
+      this.reconnectIfSilent(redis);
       if (this.probing || redis.status !== 'ready') return;
       this.probing = true;
       let timeout: NodeJS.Timeout | undefined;
@@ -114,6 +127,8 @@ export class RedisHealth {
       });
       Promise.race([ping, unanswered])
         .catch((err: unknown) => {
+          // Unanswered on a connection still open: silent, not closed (a closed one is not ready).
+          if (redis.status === 'ready') this.silentSince ??= Date.now() - PROBE_TIMEOUT_MS;
           this.lost(oneLine(err));
         })
         .finally(() => {
@@ -126,6 +141,27 @@ export class RedisHealth {
         });
     }, this.o.probeMs);
     this.timer.unref();
+  }
+
+  private reconnectIfSilent(redis: RedisConnection): void {
+    const bound = this.o.reconnectSilentMs;
+    if (bound === undefined || this.silentSince === null || this.stopped) return;
+    if (redis.status !== 'ready') {
+      // Closed meanwhile: ioredis re-makes it by itself.
+      this.silentSince = null;
+      return;
+    }
+    const silentMs = Date.now() - this.silentSince;
+    if (silentMs < bound) return;
+    this.silentSince = null;
+    (this.o.warn ?? this.o.log)(`Redis at ${this.o.url} answered nothing for ${Math.round(silentMs / 1000)} s on a connection still open: re-making it`, {
+      event: 'redis.silent-reconnect',
+      url: this.o.url,
+      silentMs,
+    });
+    this.o.onSilentReconnect?.();
+    // Reconnects at once; commands sent and unanswered are sent again on the new connection.
+    redis.disconnect(true);
   }
 
   /** No more lines or probes: the process is stopping and closes its connections on purpose. */
@@ -209,6 +245,7 @@ export class RedisHealth {
   }
 
   private back(): void {
+    this.silentSince = null;
     if (this.reachable) return;
     const downMs = Date.now() - this.since;
     this.reachable = true;

@@ -230,3 +230,38 @@ describe("the coordinator's watchdog on its collector", () => {
     expect(await s.client.text('/metrics')).toMatch(/^fsbench_collector_restarts_total 1$/m);
   }, 90_000);
 });
+
+describe("the coordinator's main Redis connection", () => {
+  it('is re-made when it falls silent (packets dropped, nothing closed): /healthz says why meanwhile, then runs are queued and stored again, counted in /metrics', async () => {
+    const relay = await relayTo();
+    const s = await stack('main', relay, 'coordinator');
+    await matrixTime(s.client, 'before', 3);
+    // The coordinator's connections carry its name; the collector's reader is the one blocking in XREAD.
+    const ports = new Set<number>();
+    for (const line of String(await s.admin.client('LIST')).split('\n')) {
+      const m = /\baddr=127\.0\.0\.1:(\d+)\b.*\bname=fsbench-coordinator\b.*\bcmd=(\S+)/.exec(line);
+      if (m && m[2] !== 'xread') ports.add(Number(m[1]));
+    }
+    expect(ports.size).toBe(1);
+    const silencedAt = Date.now();
+    expect(relay.silence(ports)).toBe(1);
+    let unhealthy: { status: number; body: string } | undefined;
+    for (let i = 0; i < 200 && unhealthy === undefined; i++) {
+      const res = await fetch(new URL('/healthz', s.client.baseUrl));
+      if (res.status === 503) unhealthy = { status: res.status, body: await res.text() };
+      else await sleep(100);
+    }
+    console.log(`main connection silent: /healthz ${String(unhealthy?.status)} after ${String(Date.now() - silencedAt)} ms: ${unhealthy?.body ?? ''}`);
+    expect(unhealthy?.body).toMatch(/no answer to PING/);
+    const line = await s.coordinator.waitFor(/"event":"redis\.silent-reconnect"[^\n]*/, 30_000);
+    const reconnectedAfter = Date.now() - silencedAt;
+    const took = await matrixTime(s.client, 'after', 5);
+    console.log(`re-made ${String(reconnectedAfter)} ms after the silence began; 5 runs then stored in ${String(took)} ms: ${line[0].slice(0, 300)}`);
+    expect(reconnectedAfter).toBeGreaterThanOrEqual(9_000);
+    expect(reconnectedAfter).toBeLessThan(30_000);
+    expect((await fetch(new URL('/healthz', s.client.baseUrl))).status).toBe(200);
+    expect(await s.client.text('/metrics')).toMatch(/^fsbench_redis_silent_reconnects_total 1$/m);
+    // The collector's reader was never silenced: its watchdog had nothing to do.
+    expect(await s.client.text('/metrics')).toMatch(/^fsbench_collector_restarts_total 0$/m);
+  }, 90_000);
+});
