@@ -5,10 +5,13 @@
  * serving the tag's slot is killed with SIGKILL in the middle of a matrix; its replica is
  * promoted; the matrix must complete with every run stored exactly once. The test prints how
  * long runs stopped completing (one JSON line, `cluster-failover`), for docs/operating.md.
+ * Then a failover that loses acknowledged writes (replication cut first): the coordinator must
+ * notice the slot's server changed and queue again what it has not stored (`cluster-failover-lossy`).
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../cli/client.js';
 import { clusterOptions, redisOptions, shownRedis } from '../queue/redis.js';
@@ -181,4 +184,102 @@ describe('the primary of the prefix slot killed in the middle of a matrix', () =
       }),
     );
   }, 60_000);
+});
+
+describe('a Cluster failover that loses writes the primary had acknowledged', () => {
+  it('has the coordinator queue again the runs whose jobs vanished, each stored once', async () => {
+    // A slot whose primary still has a replica (the test above left one shard without).
+    let tag = '';
+    let owner: { primary: number; replica: number | undefined } = { primary: 0, replica: undefined };
+    for (let i = 0; i < 50 && owner.replica === undefined; i++) {
+      tag = uniquePrefix(`lossy${String(i)}`);
+      owner = await cluster.ownerOf(tag);
+    }
+    const { primary, replica } = owner;
+    if (replica === undefined) throw new Error('no shard of the cluster has a live replica left');
+    const prefix = `{${tag}}`;
+    const dataDir = await tempDir('data');
+    await writeNewJobKey(dataDir);
+    const env: Record<string, string> = {
+      FSBENCH_REDIS_CLUSTER: cluster.seeds,
+      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+      FSBENCH_QUEUE_PREFIX: prefix,
+      FSBENCH_DATA_DIR: dataDir,
+      FSBENCH_PORT: '0',
+      FSBENCH_HEARTBEAT: '200ms',
+      FSBENCH_STALL_TIMEOUT: '2s',
+      FSBENCH_SCRATCH: await tempDir('scratch'),
+    };
+    const coordinator = fsbench(['coordinator'], env);
+    const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
+    const stateDir = path.join(env['FSBENCH_SCRATCH'] ?? '', 'state', 'host-1');
+    await preEnroll(cluster.urlOf(primary), prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-1', 'host-1');
+    await fsbench(['agent'], { ...env, FSBENCH_MACHINE: 'host-1', FSBENCH_HOST_ID: 'host-1', FSBENCH_STATE_DIR: stateDir }).waitFor(/waiting for runs/);
+
+    // Replication cut: the replica can no longer log in to its primary, which goes on
+    // acknowledging writes that exist nowhere else; the replica may still take over however
+    // stale it is (validity factor 0), as one lagging by a second would.
+    const onReplica = new Redis(cluster.urlOf(replica), { maxRetriesPerRequest: 1 });
+    const onPrimary = new Redis(cluster.urlOf(primary), { maxRetriesPerRequest: 1 });
+    try {
+      await onReplica.config('SET', 'cluster-replica-validity-factor', '0');
+      await onReplica.config('SET', 'masteruser', 'no-such-user');
+      await onReplica.config('SET', 'masterauth', 'not-the-password');
+      await onPrimary.client('KILL', 'TYPE', 'replica');
+      for (const end = Date.now() + 10_000; !/^master_link_status:down/m.test(await onReplica.info('replication')); ) {
+        if (Date.now() > end) throw new Error('the replica still follows the primary');
+        await sleep(50);
+      }
+    } finally {
+      onPrimary.disconnect();
+    }
+
+    const CELLS = 30;
+    const { id } = (await client.json('POST', '/v1/matrices', {
+      name: 'cluster-lossy',
+      workload: 'noop',
+      repetitions: 1,
+      warmup: 0,
+      params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
+    })) as { id: string };
+    const view = async () => (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
+    for (const end = Date.now() + 30_000; (await view()).progress.stored < 5; ) {
+      if (Date.now() > end) throw new Error('no run stored');
+      await sleep(20);
+    }
+    const storedAtKill = (await view()).progress.stored;
+    const killedAt = Date.now();
+    cluster.kill(primary);
+    try {
+      expect(await cluster.promotedFrom(primary, tag)).toBe(replica);
+      const promotedAt = Date.now();
+      let m = await view().catch(() => null);
+      for (const end = Date.now() + 90_000; m?.state !== 'done'; m = await view().catch(() => null)) {
+        if (Date.now() > end) throw new Error(`the matrix did not finish after the failover lost its jobs: ${JSON.stringify(m)}\n${coordinator.output.slice(-3000)}`);
+        await sleep(50);
+      }
+      const doneAt = Date.now();
+      const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
+      const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}#${r.machine}`);
+      expect(new Set(keys).size).toBe(keys.length);
+      expect(keys).toHaveLength(CELLS);
+      expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
+      const requeued = /queued again [^(]*\((\d+) jobs, existing ones kept\)/.exec(coordinator.output);
+      expect(requeued, coordinator.output.slice(-3000)).not.toBeNull();
+      console.log(
+        JSON.stringify({
+          figure: 'cluster-failover-lossy',
+          runs: CELLS,
+          storedAtKill,
+          jobsQueuedAgain: Number(requeued?.[1]),
+          killToPromotedMs: promotedAt - killedAt,
+          killToDoneMs: doneAt - killedAt,
+          duplicates: keys.length - new Set(keys).size,
+          missing: CELLS - new Set(keys).size,
+        }),
+      );
+    } finally {
+      onReplica.disconnect();
+    }
+  }, 180_000);
 });
