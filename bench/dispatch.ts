@@ -165,9 +165,10 @@ async function rssOf(pid: number | undefined): Promise<{ rss: number; hwm: numbe
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
 }
 
-async function fsbench(redisUrl: string, n: number, hosts: number) {
+async function fsbench(redisUrl: string, n: number, hosts: number, roundNo: number) {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-bench-'));
-  const prefix = `bench-fsbench-${hosts}`;
+  // A prefix per round, as the bare sides have: a round must not start on the last one's keys.
+  const prefix = `bench-fsbench-${hosts}-${roundNo}`;
   // The coordinator's key made first, so the agents can be given its public key.
   await writeNewJobKey(dataDir);
   const env = {
@@ -323,7 +324,7 @@ async function main(): Promise<void> {
         for (const w of bareList) r.bare.push(await bare(redis.url, n, `round ${round + 1}`, w));
       };
       const runOurs = async () => {
-        for (const hosts of hostsList) r.fsbench.push({ ...(await fsbench(redis.url, n, hosts)), hosts });
+        for (const hosts of hostsList) r.fsbench.push({ ...(await fsbench(redis.url, n, hosts, round)), hosts });
       };
       if (round % 2 === 0) {
         await runBare();
