@@ -118,7 +118,7 @@ export interface CollectorDeps {
   /** Told of every run result as it is stored (run-duration metrics). */
   readonly onStored?: (runs: readonly StoredRun[]) => void;
   readonly log: (line: string) => void;
-  /** How long a read waits for new results, and how often the failed sets are looked at. */
+  /** How long a read waits for new results; every failed set is looked at every failedSweepMs(pollMs). */
   readonly pollMs: number;
   /** The coordinator's public job key: a failed job it did not sign was never issued. */
   readonly verifier: JobVerifier;

@@ -66,7 +66,7 @@ export interface RunningCoordinator {
   stop(): Promise<void>;
 }
 
-/** How long the collector's read of the event streams waits, and how often it looks for runs that gave up. */
+/** How long the collector's read of the event streams waits (runs that gave up: collector.ts failedSweepMs). */
 const COLLECT_POLL_MS = 100;
 /** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
 const HOST_CHECK_MS = 10_000;
