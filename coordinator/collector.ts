@@ -157,6 +157,13 @@ export function failedSweepMs(pollMs: number): number {
   return Math.max(1_000, 20 * pollMs);
 }
 
+/** A target's queue, by the keys the collector reads: its event stream and its failed set. */
+interface QueueKeys {
+  readonly target: string;
+  readonly events: string;
+  readonly failed: string;
+}
+
 /** Drops of one batch, logged once per reason. */
 type Drops = Map<DropReason, { n: number; example: string }>;
 
@@ -170,10 +177,12 @@ export class Collector {
   private readonly cursors: Map<string, string>;
   /** Fingerprint hash -> fingerprint, for those met lately (bounded). */
   private readonly fingerprints = new Map<string, MachineFingerprint>();
-  /** The queues whose streams are read: `any` and the hosts of recent matrices (the store's activeTargets). */
-  private targets: string[] = [ANY_TARGET];
+  /**
+   * The queues whose streams are read, with their keys: `any` and the hosts of recent matrices,
+   * made again only when the store's activeTargets answer changes.
+   */
+  private queues: readonly QueueKeys[] = [];
   private activeSet: ReadonlySet<string> | undefined;
-  private keys = new Map<string, { events: string; failed: string }>();
   /**
    * Targets whose failed set is looked at next round: those whose event stream said a job failed,
    * and all of them every failedSweepMs (a job failed while its event was trimmed unread, or
@@ -271,16 +280,18 @@ export class Collector {
     const active = this.deps.store.activeTargets(LATE_RESULTS_MS);
     if (active !== this.activeSet) {
       this.activeSet = active;
-      this.targets = [ANY_TARGET, ...[...active].filter((t) => t !== ANY_TARGET)];
-      this.keys = new Map(this.targets.map((t) => [t, this.keys.get(t) ?? this.keysOf(t)]));
+      this.queues = [ANY_TARGET, ...[...active].filter((t) => t !== ANY_TARGET)].map((target) => {
+        const q = this.deps.dispatcher.queue(target);
+        return { target, events: q.toKey('events'), failed: q.toKey('failed') };
+      });
     }
     let n = 0;
     if (Date.now() >= this.nextFailedSweep) {
       this.nextFailedSweep = Date.now() + failedSweepMs(this.deps.pollMs);
       // One round trip sizes every failed set: a look at each queue in turn cost a hundred hosts
       // a hundred round trips per poll (bench:dispatch, idle coordinator CPU).
-      const sizes = await this.failedSizes(this.targets);
-      for (const [i, target] of this.targets.entries()) if (sizes[i] !== 0) this.failedDue.add(target);
+      const sizes = await this.failedSizes(this.queues);
+      for (const [i, { target }] of this.queues.entries()) if (sizes[i] !== 0) this.failedDue.add(target);
     }
     for (const target of [...this.failedDue]) {
       this.failedDue.delete(target);
@@ -292,24 +303,17 @@ export class Collector {
     return n + (await this.drainEvents(reader));
   }
 
-  /** The event stream and failed set of a target's queue. */
-  private keysOf(target: string): { events: string; failed: string } {
-    const q = this.deps.dispatcher.queue(target);
-    return { events: q.toKey('events'), failed: q.toKey('failed') };
-  }
-
   private async drainEvents(reader: RedisConnection): Promise<number> {
-    const keys = this.targets.map((t) => this.keys.get(t)?.events ?? this.keysOf(t).events);
-    for (const [i, key] of keys.entries()) {
+    const keys = this.queues.map((q) => q.events);
+    for (const { target, events: key } of this.queues) {
       if (this.checked.has(key)) continue;
-      const target = this.targets[i] ?? ANY_TARGET;
       if (await this.lostSinceCursor(key)) {
         this.deps.log(`collector: reports on queue ${target} were lost before they were read (${key} was trimmed or lost); queueing the runs not stored again`);
         await this.deps.onLost(target);
       }
       this.checked.add(key);
     }
-    const targetOf = new Map(keys.map((k, i) => [k, this.targets[i] ?? ANY_TARGET]));
+    const targetOf = new Map(this.queues.map((q) => [q.events, q.target]));
     const from = keys.map((k) => this.cursors.get(k) ?? '0-0');
     const read = await reader.xread('COUNT', BATCH, 'BLOCK', this.deps.pollMs, 'STREAMS', ...keys, ...from);
     if (!read) return 0;
@@ -544,9 +548,9 @@ export class Collector {
   }
 
   /** How many jobs each target's failed set holds (BullMQ keeps it as a sorted set). */
-  private async failedSizes(targets: readonly string[]): Promise<number[]> {
+  private async failedSizes(queues: readonly QueueKeys[]): Promise<number[]> {
     const pipe = this.deps.redis.pipeline();
-    for (const t of targets) pipe.zcard(this.keys.get(t)?.failed ?? this.keysOf(t).failed);
+    for (const q of queues) pipe.zcard(q.failed);
     return PipelineCounts.parse(await pipe.exec()).map(([err, n]) => {
       if (err) throw err;
       return n;
