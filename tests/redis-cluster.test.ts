@@ -21,6 +21,7 @@ import { startRedisCluster, type RedisClusterFixture } from './fixtures/redis-cl
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
 import { freshCli } from './helpers/local.js';
+import { throughLossyFailover } from './helpers/lossy-failover.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 describe('Cluster settings', () => {
@@ -69,6 +70,27 @@ afterAll(async () => {
   await cluster.stop();
 });
 
+/**
+ * A data directory with a job key, and the environment of a coordinator and its agents on the
+ * cluster under `prefix` (stall timeout 2 s). REDIS_URL is left at its default: only its scheme
+ * and credentials count under a Cluster.
+ */
+async function clusterEnv(prefix: string): Promise<{ dataDir: string; env: Record<string, string> }> {
+  const dataDir = await tempDir('data');
+  await writeNewJobKey(dataDir);
+  const env = {
+    FSBENCH_REDIS_CLUSTER: cluster.seeds,
+    FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+    FSBENCH_QUEUE_PREFIX: prefix,
+    FSBENCH_DATA_DIR: dataDir,
+    FSBENCH_PORT: '0',
+    FSBENCH_HEARTBEAT: '200ms',
+    FSBENCH_STALL_TIMEOUT: '2s',
+    FSBENCH_SCRATCH: await tempDir('scratch'),
+  };
+  return { dataDir, env };
+}
+
 interface MatrixView {
   state: string;
   progress: { stored: number; expected: number };
@@ -79,21 +101,9 @@ interface Results {
 
 describe('the primary of the prefix slot killed in the middle of a matrix', () => {
   it('is replaced by its replica; coordinator and agents carry on and every run is stored exactly once', async () => {
-    const dataDir = await tempDir('data');
-    await writeNewJobKey(dataDir);
     const tag = uniquePrefix('cluster');
     const prefix = `{${tag}}`;
-    // REDIS_URL is left at its default: only its scheme and credentials count under a Cluster.
-    const env: Record<string, string> = {
-      FSBENCH_REDIS_CLUSTER: cluster.seeds,
-      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
-      FSBENCH_QUEUE_PREFIX: prefix,
-      FSBENCH_DATA_DIR: dataDir,
-      FSBENCH_PORT: '0',
-      FSBENCH_HEARTBEAT: '200ms',
-      FSBENCH_STALL_TIMEOUT: '2s',
-      FSBENCH_SCRATCH: await tempDir('scratch'),
-    };
+    const { dataDir, env } = await clusterEnv(prefix);
     const refused = fsbench(['coordinator'], { ...env, FSBENCH_QUEUE_PREFIX: tag });
     await new Promise((r) => refused.child.once('exit', r));
     expect(refused.output).toMatch(/FSBENCH_QUEUE_PREFIX \S+ is not a hash tag/);
@@ -198,18 +208,7 @@ describe('a Cluster failover that loses writes the primary had acknowledged', ()
     const { primary, replica } = owner;
     if (replica === undefined) throw new Error('no shard of the cluster has a live replica left');
     const prefix = `{${tag}}`;
-    const dataDir = await tempDir('data');
-    await writeNewJobKey(dataDir);
-    const env: Record<string, string> = {
-      FSBENCH_REDIS_CLUSTER: cluster.seeds,
-      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
-      FSBENCH_QUEUE_PREFIX: prefix,
-      FSBENCH_DATA_DIR: dataDir,
-      FSBENCH_PORT: '0',
-      FSBENCH_HEARTBEAT: '200ms',
-      FSBENCH_STALL_TIMEOUT: '2s',
-      FSBENCH_SCRATCH: await tempDir('scratch'),
-    };
+    const { dataDir, env } = await clusterEnv(prefix);
     const coordinator = fsbench(['coordinator'], env);
     const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
     const stateDir = path.join(env['FSBENCH_SCRATCH'] ?? '', 'state', 'host-1');
@@ -234,50 +233,19 @@ describe('a Cluster failover that loses writes the primary had acknowledged', ()
       onPrimary.disconnect();
     }
 
-    const CELLS = 30;
-    const { id } = (await client.json('POST', '/v1/matrices', {
-      name: 'cluster-lossy',
-      workload: 'noop',
-      repetitions: 1,
-      warmup: 0,
-      params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
-    })) as { id: string };
-    const view = async () => (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
-    for (const end = Date.now() + 30_000; (await view()).progress.stored < 5; ) {
-      if (Date.now() > end) throw new Error('no run stored');
-      await sleep(20);
-    }
-    const storedAtKill = (await view()).progress.stored;
-    const killedAt = Date.now();
-    cluster.kill(primary);
     try {
-      expect(await cluster.promotedFrom(primary, tag)).toBe(replica);
-      const promotedAt = Date.now();
-      let m = await view().catch(() => null);
-      for (const end = Date.now() + 90_000; m?.state !== 'done'; m = await view().catch(() => null)) {
-        if (Date.now() > end) throw new Error(`the matrix did not finish after the failover lost its jobs: ${JSON.stringify(m)}\n${coordinator.output.slice(-3000)}`);
-        await sleep(50);
-      }
-      const doneAt = Date.now();
-      const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
-      const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}#${r.machine}`);
-      expect(new Set(keys).size).toBe(keys.length);
-      expect(keys).toHaveLength(CELLS);
-      expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-      const requeued = /queued again [^(]*\((\d+) jobs, existing ones kept\)/.exec(coordinator.output);
-      expect(requeued, coordinator.output.slice(-3000)).not.toBeNull();
-      console.log(
-        JSON.stringify({
-          figure: 'cluster-failover-lossy',
-          runs: CELLS,
-          storedAtKill,
-          jobsQueuedAgain: Number(requeued?.[1]),
-          killToPromotedMs: promotedAt - killedAt,
-          killToDoneMs: doneAt - killedAt,
-          duplicates: keys.length - new Set(keys).size,
-          missing: CELLS - new Set(keys).size,
-        }),
-      );
+      await throughLossyFailover({
+        client,
+        name: 'cluster-lossy',
+        figure: 'cluster-failover-lossy',
+        output: () => coordinator.output,
+        kill: () => {
+          cluster.kill(primary);
+        },
+        promoted: async () => {
+          expect(await cluster.promotedFrom(primary, tag)).toBe(replica);
+        },
+      });
     } finally {
       onReplica.disconnect();
     }

@@ -19,6 +19,7 @@ import { startSentinelGroup, type SentinelGroup } from './fixtures/redis-sentine
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
 import { freshCli } from './helpers/local.js';
+import { throughLossyFailover } from './helpers/lossy-failover.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 const PASSWORD = 'data-n0des-secret';
@@ -257,52 +258,21 @@ describe('a failover that loses writes Redis had acknowledged', () => {
       onPrimary.disconnect();
     }
 
-    const CELLS = 30;
-    const { id } = (await client.json('POST', '/v1/matrices', {
-      name: 'sentinel-lossy',
-      workload: 'noop',
-      repetitions: 1,
-      warmup: 0,
-      params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
-    })) as { id: string };
-    const view = async () => (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
-    for (const end = Date.now() + 30_000; (await view()).progress.stored < 5; ) {
-      if (Date.now() > end) throw new Error('no run stored');
-      await sleep(20);
-    }
-    const storedAtKill = (await view()).progress.stored;
-    const killedAt = Date.now();
-    lossy.kill(primary);
     try {
-      // The replica may be promoted now; it has none of the matrix's jobs.
-      await onReplica.config('SET', 'masterauth', PASSWORD);
-      expect(await lossy.promotedFrom(primary)).toBe(replica);
-      const promotedAt = Date.now();
-      let m = await view();
-      for (const end = Date.now() + 90_000; m.state !== 'done'; m = await view()) {
-        if (Date.now() > end) throw new Error(`the matrix did not finish after the failover lost its jobs: ${JSON.stringify(m)}\n${coordinator.output.slice(-3000)}`);
-        await sleep(50);
-      }
-      const doneAt = Date.now();
-      const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
-      const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}#${r.machine}`);
-      expect(new Set(keys).size).toBe(keys.length);
-      expect(keys).toHaveLength(CELLS);
-      expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-      const requeued = /queued again [^(]*\((\d+) jobs, existing ones kept\)/.exec(coordinator.output);
-      expect(requeued).not.toBeNull();
-      console.log(
-        JSON.stringify({
-          figure: 'sentinel-failover-lossy',
-          runs: CELLS,
-          storedAtKill,
-          jobsQueuedAgain: Number(requeued?.[1]),
-          killToPromotedMs: promotedAt - killedAt,
-          killToDoneMs: doneAt - killedAt,
-          duplicates: keys.length - new Set(keys).size,
-          missing: CELLS - new Set(keys).size,
-        }),
-      );
+      await throughLossyFailover({
+        client,
+        name: 'sentinel-lossy',
+        figure: 'sentinel-failover-lossy',
+        output: () => coordinator.output,
+        kill: () => {
+          lossy.kill(primary);
+        },
+        promoted: async () => {
+          // The replica may be promoted now; it has none of the matrix's jobs.
+          await onReplica.config('SET', 'masterauth', PASSWORD);
+          expect(await lossy.promotedFrom(primary)).toBe(replica);
+        },
+      });
     } finally {
       onReplica.disconnect();
     }
