@@ -318,13 +318,27 @@ describe('the stack from compose.yaml, end to end', () => {
       return undefined;
     }, { ms: 60_000, everyMs: 100 });
     const container = docker.getContainer(victim.Id);
+    // Killed mid-run: the limit is still the one asked for as the kill goes out.
+    expect(limit()).toBe(asked);
     await container.kill({ signal: 'SIGKILL' });
     await container.remove({ force: true });
-    expect(limit()).toBe(asked);
 
-    // The survivor takes the host lock once the dead replica's lapses (5 heartbeats) and undoes the
-    // change; the run itself comes back only after the stall timeout (30 s), on the survivor.
+    // Undone through the journal by whichever agent sharing it takes its host's lock first once the
+    // victim's owner lock is free, which is at its death: the survivor once the dead replica's host
+    // lock lapses (5 heartbeats), or e2e-alpha's agent (this kernel, this journal volume) at its
+    // next idle look, maybe before the removal above returns. The run itself comes back only after
+    // the stall timeout (30 s), on the survivor.
     await until('the limit restored', () => Promise.resolve(limit() === original ? true : undefined), { ms: 60_000, everyMs: 100 });
+    const undone = `restored what a dead run left: undid ${SYSCTL} = ${original}`;
+    const undoneBy = await until('an agent saying it undid the change', async () => {
+      const sayers: string[] = [];
+      for (const c of await agentContainers()) {
+        const logs = String(await docker.getContainer(c.Id).logs({ stdout: true, stderr: true }));
+        if (logs.includes(undone)) sayers.push(c.Id);
+      }
+      return sayers.length > 0 ? sayers : undefined;
+    }, { ms: 10_000, everyMs: 500 });
+    expect(undoneBy).not.toEqual([]);
     expect(Detail.extend({ progress: z.object({ stored: z.number() }).loose() }).parse(await api('GET', `/v1/matrices/${id}`)).progress.stored).toBe(0);
 
     await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
