@@ -7,19 +7,18 @@
  * run here already; each refusal has an error code, is counted in Redis for the coordinator's
  * /metrics (fsbench_jobs_refused_total) and fails the job for good.
  *
- * What has run is remembered by nonce in the state directory (one file per job holding the signed
- * report it completed with, under the day the job expires, so whole days are pruned once past),
- * not in Redis, where whoever replays a job could also delete the record. A job that ran here
- * already is not run again: it completes with the same report (ranBefore).
+ * What has run is remembered by nonce in the state directory (ran-here.ts: the signed report each
+ * job completed with, under the day the job expires, so whole days are pruned once past), not in
+ * Redis, where whoever replays a job could also delete the record. A job that ran here already is
+ * not run again: it completes with the same report (ranBefore).
  */
-import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
 import type { ErrorCode } from '../contract/errors.js';
 import { ANY_TARGET, jobId, qualifiedQueueName, SignedRunReport, type RunJob } from '../queue/jobs.js';
 import { cancelledKey, refusalsKey } from '../queue/keys.js';
-import { errnoOf } from '../contract/errors.js';
+import { RanHere } from './ran-here.js';
 
 const DONE_DIR = 'done';
 const DAY_MS = 86_400_000;
@@ -40,15 +39,10 @@ export interface AdmissionDeps {
 
 
 export class Admission {
-  private readonly doneDir: string;
+  private readonly ranHere: RanHere;
 
   constructor(private readonly deps: AdmissionDeps) {
-    this.doneDir = path.join(deps.stateDir, DONE_DIR);
-  }
-
-  private markerOf(job: RunJob): string {
-    const day = Math.floor(job.expiresAt / DAY_MS);
-    return path.join(this.doneDir, String(day), job.nonce);
+    this.ranHere = new RanHere(path.join(deps.stateDir, DONE_DIR));
   }
 
   /** Why `job` (verified already) must not run here, or null when it may. Reads Redis and the state directory; changes nothing. */
@@ -87,50 +81,21 @@ export class Admission {
    * and gets the same report again without running a second time; so does a saved copy replayed.
    */
   async ranBefore(job: RunJob): Promise<SignedRunReport | null> {
-    let text: string;
-    try {
-      const handle = await fs.open(this.markerOf(job), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
-      try {
-        text = await handle.readFile('utf8');
-      } finally {
-        await handle.close();
-      }
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return null;
-      throw err;
-    }
+    const day = dayOf(job);
+    const text = await this.ranHere.lookup(day, job.nonce);
+    if (text === null) return null;
     try {
       return SignedRunReport.parse(JSON.parse(text));
     } catch {
       // Cut short by a crash while it was written: the report never left, so the run is made again.
-      await fs.rm(this.markerOf(job), { force: true });
+      await this.ranHere.forget(day, job.nonce);
       return null;
     }
   }
 
-  /** Remembers that `job` ran here and what it reported, until the day after it expires. */
+  /** Remembers that `job` ran here and what it reported, on the disk before this resolves, until the day after it expires. */
   async ranNow(job: RunJob, report: SignedRunReport): Promise<void> {
-    const marker = this.markerOf(job);
-    const create = () => fs.open(marker, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o600);
-    const handle = await create()
-      .catch(async (err: unknown) => {
-        // The day's directory, made by the first run of the day rather than a mkdir before every run.
-        if (errnoOf(err) !== 'ENOENT') throw err;
-        await fs.mkdir(path.dirname(marker), { recursive: true, mode: 0o700 });
-        return create();
-      })
-      .catch((err: unknown) => {
-        // Recorded already: another agent of this host completed the same issuance.
-        if (errnoOf(err) === 'EEXIST') return null;
-        throw err;
-      });
-    if (handle === null) return;
-    try {
-      await handle.writeFile(JSON.stringify(report));
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await this.ranHere.record(dayOf(job), job.nonce, JSON.stringify(report));
   }
 
   /** Counts a refusal where the coordinator reads it; a failure to count never hides the refusal. */
@@ -140,10 +105,16 @@ export class Admission {
 
   /** Removes the records of jobs expired before yesterday: they are refused as expired anyway. */
   async prune(): Promise<void> {
-    const today = Math.floor((this.deps.now ?? Date.now)() / DAY_MS);
-    const days = await fs.readdir(this.doneDir).catch(() => [] as string[]);
-    for (const d of days) {
-      if (/^\d+$/.test(d) && Number(d) < today - 1) await fs.rm(path.join(this.doneDir, d), { recursive: true, force: true });
-    }
+    await this.ranHere.prune(Math.floor((this.deps.now ?? Date.now)() / DAY_MS) - 1);
   }
+
+  /** Closes the files of what ran here. */
+  async close(): Promise<void> {
+    await this.ranHere.close();
+  }
+}
+
+/** The day a job's record is kept under: the day it expires (see prune). */
+function dayOf(job: RunJob): string {
+  return String(Math.floor(job.expiresAt / DAY_MS));
 }

@@ -389,6 +389,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
         log('agent stopped without waiting for Redis, which does not answer', { event: 'agent.stop-unreachable', reason: redisHealth.view().reason });
       }
       await journal.close();
+      await admission.close();
       log(`agent ${agentId} stopped after ${exec.runsDone} runs`);
     })();
     return stopping;
