@@ -41,8 +41,9 @@ interface Day {
 
 const JOURNAL = /^runs-[A-Za-z0-9_-]+\.log$/;
 const NONCE = /^[A-Za-z0-9_-]{22}$/;
-/** Bytes read from a journal at a time while catching up. */
+/** Bytes read from a journal at a time while catching up, and the longest line looked for. */
 const CHUNK = 4 * 1024 * 1024;
+const MAX_LINE = 64 * 1024 * 1024;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 
@@ -50,6 +51,7 @@ export class RanHere {
   private readonly days = new Map<string, Day>();
   /** This process's journals: a name of its own each, so no two processes append to one file. */
   private readonly ownNames = new Set<string>();
+  private writing: Promise<void> = Promise.resolve();
 
   constructor(private readonly root: string) {}
 
@@ -76,7 +78,14 @@ export class RanHere {
    * Records that `nonce` ran with `report` (one line of JSON, no newline) under `day`, durably:
    * the line is on the disk before this resolves.
    */
-  async record(day: string, nonce: string, report: string): Promise<void> {
+  record(day: string, nonce: string, report: string): Promise<void> {
+    // One at a time: each line's place is where the one before it ended.
+    const done = this.writing.then(() => this.append(day, nonce, report));
+    this.writing = done.catch(() => undefined);
+    return done;
+  }
+
+  private async append(day: string, nonce: string, report: string): Promise<void> {
     const d = this.day(day);
     const own = d.own ?? (await this.openOwn(d));
     const line = Buffer.from(`${nonce} ${report}\n`);
@@ -160,25 +169,36 @@ export class RanHere {
 
   /** Indexes the complete lines of journal `name` from byte `from`; returns where the next look starts. */
   private async scan(d: Day, name: string, from: number): Promise<number> {
+    const file = path.join(d.dir, name);
+    // Most looks find nothing new: one stat, no open.
+    const size = await fs.lstat(file).then(
+      (st) => (st.isFile() ? st.size : from),
+      (err: unknown) => {
+        if (errnoOf(err) === 'ENOENT') return from;
+        throw err;
+      },
+    );
+    if (size <= from) return from;
     let handle: fs.FileHandle;
     try {
-      handle = await fs.open(path.join(d.dir, name), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+      handle = await fs.open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
     } catch (err) {
       if (errnoOf(err) === 'ENOENT') return from;
       throw err;
     }
     try {
-      const { size } = await handle.stat();
       let at = from;
-      const buf = Buffer.alloc(Math.min(CHUNK, Math.max(0, size - from)));
+      let buf = Buffer.alloc(Math.min(CHUNK, size - from));
       while (at < size) {
         const { bytesRead } = await handle.read(buf, 0, Math.min(buf.length, size - at), at);
         if (bytesRead === 0) break;
         const chunk = buf.subarray(0, bytesRead);
         const lastNewline = chunk.lastIndexOf(NEWLINE);
         if (lastNewline < 0) {
-          // A line longer than a chunk, or one still being written: no report is that long.
-          break;
+          // A line longer than the buffer: a bigger one, up to what a report can be; or a line still being written.
+          if (bytesRead < buf.length || buf.length >= MAX_LINE) break;
+          buf = Buffer.alloc(Math.min(MAX_LINE, buf.length * 2));
+          continue;
         }
         let start = 0;
         while (start <= lastNewline) {

@@ -45,6 +45,12 @@ describe('what ran on this host', () => {
     await b.record('20000', nonce(51), report(51));
     expect(await b.lookup('20000', nonce(50))).toBe(report(50));
     expect(await a.lookup('20000', nonce(51))).toBe(report(51));
+    // A report longer than what is read at a time (4 MiB), then a short one after it.
+    const long = JSON.stringify({ report: 'x'.repeat(9 * 1024 * 1024), key: 'k', mac: 'm' });
+    await a.record('20000', nonce(60), long);
+    await a.record('20000', nonce(61), report(61));
+    expect(await b.lookup('20000', nonce(61))).toBe(report(61));
+    expect(await b.lookup('20000', nonce(60))).toBe(long);
     // Another day is another directory: nothing of this one is found there.
     expect(await a.lookup('20001', nonce(7))).toBeNull();
     const files = await readdir(path.join(dir, '20000'));
