@@ -96,12 +96,14 @@ export class RanHere {
       await own.handle.close().catch(() => undefined);
       throw new Error(`recording run ${nonce} in ${path.join(d.dir, own.name)}: ${bytesWritten} of ${line.length} bytes written`);
     }
-    await own.handle.datasync();
-    d.places.set(nonce, { file: own.name, offset: own.size + nonce.length + 1, length: line.length - nonce.length - 2 });
+    // Where the line is, counted before the sync: a failed sync leaves it in the file all the same.
+    const at = own.size;
     own.size += line.length;
+    await own.handle.datasync();
+    d.places.set(nonce, { file: own.name, offset: at + nonce.length + 1, length: line.length - nonce.length - 2 });
   }
 
-  /** Removes the days before `keepFrom` (day numbers as strings of digits). */
+  /** Removes the day directories before day `keepFrom`. */
   async prune(keepFrom: number): Promise<void> {
     const names = await fs.readdir(this.root).catch(() => [] as string[]);
     for (const name of names) {
