@@ -15,7 +15,7 @@
  * so a torn one is never taken for a run.
  */
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, promises as fs, type Stats } from 'node:fs';
+import { constants as fsConstants, lstatSync, promises as fs, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { errnoOf } from '../contract/errors.js';
 
@@ -35,6 +35,12 @@ interface Day {
   readonly readTo: Map<string, number>;
   /** The directory's mtime when last listed: a new file (a new writer, an old marker) changes it. */
   listedAt: number;
+  /**
+   * Whether that listing was made over a second after the mtime it saw. A filesystem whose clock
+   * is coarse (a jiffy, before Linux 6.13's fine-grained timestamps) can give a file created just
+   * after a listing the very same mtime; listed again until the directory has been still a while.
+   */
+  settled: boolean;
   /** This process's journal of the day, once it wrote one run. */
   own?: { readonly name: string; readonly handle: fs.FileHandle; size: number };
 }
@@ -44,6 +50,8 @@ const NONCE = /^[A-Za-z0-9_-]{22}$/;
 /** Bytes read from a journal at a time while catching up, and the longest line looked for. */
 const CHUNK = 4 * 1024 * 1024;
 const MAX_LINE = 64 * 1024 * 1024;
+/** How long after its mtime a directory's listing is taken as complete (see Day.settled). */
+const SETTLED_MS = 1000;
 const SPACE = 0x20;
 const NEWLINE = 0x0a;
 
@@ -89,7 +97,8 @@ export class RanHere {
     const d = this.day(day);
     const own = d.own ?? (await this.openOwn(d));
     const line = Buffer.from(`${nonce} ${report}\n`);
-    const { bytesWritten } = await own.handle.write(line, 0, line.length, null);
+    // Synchronous as the stats are (see catchUp): the sync after it is what takes time, and stays async.
+    const bytesWritten = writeSync(own.handle.fd, line, 0, line.length, null);
     if (bytesWritten !== line.length) {
       // A short write (a full disk): the next line would run into this one, so the next run starts a new file.
       delete d.own;
@@ -122,7 +131,7 @@ export class RanHere {
   private day(day: string): Day {
     let d = this.days.get(day);
     if (d === undefined) {
-      d = { dir: path.join(this.root, day), places: new Map(), readTo: new Map(), listedAt: -1 };
+      d = { dir: path.join(this.root, day), places: new Map(), readTo: new Map(), listedAt: -1, settled: false };
       this.days.set(day, d);
     }
     return d;
@@ -149,22 +158,23 @@ export class RanHere {
     return d.own;
   }
 
-  /** Reads what other writers appended since the last look, and lists the directory if it changed. */
+  /**
+   * Reads what other writers appended since the last look, and lists the directory if it changed.
+   * Its stats are synchronous: a few microseconds each against tens for a trip through libuv's
+   * pool, on the path of every run; the directory is the agent's own, on a local disk.
+   */
   private async catchUp(d: Day): Promise<void> {
-    let dirStat: Stats;
-    try {
-      dirStat = await fs.stat(d.dir);
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT') return;
-      throw err;
-    }
-    if (dirStat.mtimeMs !== d.listedAt) {
+    const dirStat = statSync(d.dir, { throwIfNoEntry: false });
+    if (dirStat === undefined) return;
+    if (dirStat.mtimeMs !== d.listedAt || !d.settled) {
+      const listedWhen = Date.now();
       d.listedAt = dirStat.mtimeMs;
       for (const name of await fs.readdir(d.dir)) {
         if (this.ownNames.has(name) || d.readTo.has(name) || d.places.has(name)) continue;
         if (JOURNAL.test(name)) d.readTo.set(name, 0);
         else if (NONCE.test(name)) d.places.set(name, { file: name, offset: 0, length: -1 });
       }
+      d.settled = listedWhen - dirStat.mtimeMs > SETTLED_MS;
     }
     for (const [name, from] of d.readTo) d.readTo.set(name, await this.scan(d, name, from));
   }
@@ -173,13 +183,8 @@ export class RanHere {
   private async scan(d: Day, name: string, from: number): Promise<number> {
     const file = path.join(d.dir, name);
     // Most looks find nothing new: one stat, no open.
-    const size = await fs.lstat(file).then(
-      (st) => (st.isFile() ? st.size : from),
-      (err: unknown) => {
-        if (errnoOf(err) === 'ENOENT') return from;
-        throw err;
-      },
-    );
+    const st = lstatSync(file, { throwIfNoEntry: false });
+    const size = st?.isFile() === true ? st.size : from;
     if (size <= from) return from;
     let handle: fs.FileHandle;
     try {

@@ -2,9 +2,11 @@
  * What has run on a host (agent/ran-here.ts), on a real filesystem: the record two agents of one
  * host share through the state directory, which keeps a job that ran here from running again.
  */
+import { execFile } from 'node:child_process';
 import { appendFile, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RanHere } from '../agent/ran-here.js';
 
@@ -31,6 +33,26 @@ const nonce = (i: number) => `n${String(i).padStart(21, '0')}`;
 const report = (i: number) => JSON.stringify({ report: `{"run":${i},"text":"ü \\n"}`, key: 'k', mac: 'm' });
 
 describe('what ran on this host', () => {
+  it("finds another agent's journal created within the clock tick of its last listing, when the directory's mtime did not change", async () => {
+    const dir = await root();
+    const a = ranHere(dir);
+    await a.record('20000', nonce(1), report(1));
+    const day = path.join(dir, '20000');
+    const before = await stat(day, { bigint: true });
+    // The mtime to the nanosecond, for touch -r to put back (utimes takes a double of seconds).
+    const reference = `${dir}.mtime`;
+    await writeFile(reference, '');
+    await promisify(execFile)('touch', ['-m', '-r', day, reference]);
+    // a lists the directory (one journal, its own), then b starts a journal of its own in it.
+    expect(await a.lookup('20000', nonce(2))).toBeNull();
+    const b = ranHere(dir);
+    await b.record('20000', nonce(2), report(2));
+    // What a coarse filesystem clock does when both happen within one tick: the mtime stays.
+    await promisify(execFile)('touch', ['-m', '-r', reference, day]);
+    expect((await stat(day, { bigint: true })).mtimeNs).toBe(before.mtimeNs);
+    expect(await a.lookup('20000', nonce(2))).toBe(report(2));
+  });
+
   it('is found again by this agent and by another agent of the host, also what was recorded after its last look', async () => {
     const dir = await root();
     const a = ranHere(dir);
