@@ -320,6 +320,7 @@ describe('the stack from compose.yaml, end to end', () => {
     const container = docker.getContainer(victim.Id);
     // Killed mid-run: the limit is still the one asked for as the kill goes out.
     expect(limit()).toBe(asked);
+    const killedAt = Date.now();
     await container.kill({ signal: 'SIGKILL' });
     await container.remove({ force: true });
 
@@ -329,16 +330,20 @@ describe('the stack from compose.yaml, end to end', () => {
     // next idle look, maybe before the removal above returns. The run itself comes back only after
     // the stall timeout (30 s), on the survivor.
     await until('the limit restored', () => Promise.resolve(limit() === original ? true : undefined), { ms: 60_000, everyMs: 100 });
+    const restoredMs = Date.now() - killedAt;
     const undone = `restored what a dead run left: undid ${SYSCTL} = ${original}`;
     const undoneBy = await until('an agent saying it undid the change', async () => {
       const sayers: string[] = [];
       for (const c of await agentContainers()) {
         const logs = String(await docker.getContainer(c.Id).logs({ stdout: true, stderr: true }));
-        if (logs.includes(undone)) sayers.push(c.Id);
+        if (!logs.includes(undone)) continue;
+        const { Config } = z.object({ Config: z.object({ Env: z.array(z.string()) }).loose() }).loose().parse(await docker.getContainer(c.Id).inspect());
+        sayers.push(`${c.Id.slice(0, 12)} (${Config.Env.find((e) => e.startsWith('FSBENCH_HOST_ID=')) ?? 'no host id'})`);
       }
       return sayers.length > 0 ? sayers : undefined;
     }, { ms: 10_000, everyMs: 500 });
     expect(undoneBy).not.toEqual([]);
+    console.log(`limit restored ${restoredMs} ms after the kill (looked at every 100 ms), undone by ${undoneBy.join(', ')}`);
     expect(Detail.extend({ progress: z.object({ stored: z.number() }).loose() }).parse(await api('GET', `/v1/matrices/${id}`)).progress.stored).toBe(0);
 
     await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
