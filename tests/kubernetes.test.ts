@@ -190,10 +190,13 @@ describe.each(Object.entries(VARIANTS))('%s passes every check', (_name, dir) =>
     expect(fn(render(dir))).toEqual([]);
   });
 
-  it('both namespaces agree on where Redis is', () => {
-    const urls = configMapValues(render(dir), 'fsbench-redis', 'REDIS_URL');
-    expect([...urls.keys()].sort()).toEqual(['fsbench', 'fsbench-agents']);
-    expect(new Set(urls.values()).size).toBe(1);
+  it('both namespaces agree on where Redis is: the same keys and values, each a setting fsbench reads', () => {
+    const copies = render(dir).filter((o) => o.kind === 'ConfigMap' && o.metadata.name === 'fsbench-redis');
+    expect(copies.map((o) => o.metadata.namespace).sort()).toEqual(['fsbench', 'fsbench-agents']);
+    const [first, second] = copies.map((o) => z.record(z.string(), z.string()).parse(o['data']));
+    expect(first).toEqual(second);
+    expect(Object.keys(first ?? {}).filter((k) => !SETTING_NAMES.has(k))).toEqual([]);
+    expect(Object.keys(first ?? {})).toContain('REDIS_URL');
   });
 });
 
