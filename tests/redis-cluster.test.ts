@@ -11,7 +11,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinatorClient } from '../cli/client.js';
 import { clusterOptions, redisOptions, shownRedis } from '../queue/redis.js';
@@ -21,7 +20,7 @@ import { startRedisCluster, type RedisClusterFixture } from './fixtures/redis-cl
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
 import { freshCli } from './helpers/local.js';
-import { throughLossyFailover } from './helpers/lossy-failover.js';
+import { cutReplication, expectStoredOnce, sampleProgress, submit, throughLossyFailover } from './helpers/failover.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 describe('Cluster settings', () => {
@@ -91,13 +90,6 @@ async function clusterEnv(prefix: string): Promise<{ dataDir: string; env: Recor
   return { dataDir, env };
 }
 
-interface MatrixView {
-  state: string;
-  progress: { stored: number; expected: number };
-}
-interface Results {
-  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number }[];
-}
 
 describe('the primary of the prefix slot killed in the middle of a matrix', () => {
   it('is replaced by its replica; coordinator and agents carry on and every run is stored exactly once', async () => {
@@ -125,31 +117,20 @@ describe('the primary of the prefix slot killed in the middle of a matrix', () =
     const CELLS = 30;
     const REPS = 2;
     const HOSTS = 2;
-    const { id } = (await client.json('POST', '/v1/matrices', {
+    const id = await submit(client, {
       name: 'cluster-failover',
       workload: 'noop',
       repetitions: REPS,
       warmup: 0,
       placement: 'all',
       params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
-    })) as { id: string };
+    });
     const expected = CELLS * REPS * HOSTS;
 
-    // (time, stored) every 50 ms from submission to the end: the recovery figure is read off it.
-    const samples: { t: number; stored: number }[] = [];
-    let state = '';
-    const polling = (async () => {
-      for (const end = Date.now() + 40_000; state !== 'done' && Date.now() < end; ) {
-        const m = (await client.json('GET', `/v1/matrices/${id}`).catch(() => null)) as MatrixView | null;
-        if (m) {
-          samples.push({ t: Date.now(), stored: m.progress.stored });
-          state = m.state;
-        }
-        await sleep(50);
-      }
-    })();
+    // From submission to the end: the recovery figure is read off the samples.
+    const { samples, state, done: polling } = sampleProgress(client, id, 40_000);
     while ((samples.at(-1)?.stored ?? 0) < expected / 4) {
-      if (state === 'done') throw new Error('the matrix finished before the primary could be killed');
+      if (state() === 'done') throw new Error('the matrix finished before the primary could be killed');
       await sleep(20);
     }
     const killedAt = Date.now();
@@ -158,25 +139,14 @@ describe('the primary of the prefix slot killed in the middle of a matrix', () =
     const promotedAt = Date.now();
     expect(promoted).toBe(replica);
     await polling;
-    expect(state, `coordinator:\n${coordinator.output.slice(-3000)}\nagent:\n${agents[0]?.output.slice(-2000) ?? ''}`).toBe('done');
+    expect(state(), `coordinator:\n${coordinator.output.slice(-3000)}\nagent:\n${agents[0]?.output.slice(-2000) ?? ''}`).toBe('done');
 
     const storedAtKill = samples.filter((x) => x.t <= killedAt).at(-1)?.stored ?? 0;
     const storedAtPromotion = Math.max(storedAtKill, ...samples.filter((x) => x.t <= promotedAt).map((x) => x.stored));
     const resumed = samples.find((x) => x.t > promotedAt && x.stored > storedAtPromotion);
     expect(resumed).toBeDefined();
 
-    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
-    const counts = new Map<string, number>();
-    for (const r of results.runs) {
-      const k = `${r.cellId}#${r.repetition}#${r.machine}`;
-      counts.set(k, (counts.get(k) ?? 0) + 1);
-    }
-    const duplicates = [...counts.values()].filter((n) => n > 1).length;
-    expect(duplicates).toBe(0);
-    expect(counts.size).toBe(expected);
-    expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-    const progress = (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
-    expect(progress.progress).toMatchObject({ stored: expected, expected });
+    const { results, stored, duplicates } = await expectStoredOnce(client, id, expected);
 
     console.log(
       JSON.stringify({
@@ -186,9 +156,9 @@ describe('the primary of the prefix slot killed in the middle of a matrix', () =
         clusterNodeTimeoutMs: 1000,
         killToPromotedMs: promotedAt - killedAt,
         killToRunsStoredAgainMs: (resumed?.t ?? Number.NaN) - killedAt,
-        stored: counts.size,
+        stored,
         duplicates,
-        missing: expected - counts.size,
+        missing: expected - stored,
         runsRetried: results.runs.filter((r) => r.attempts > 1).length,
         serverChangeNoticed: /Redis is another server now/.test(coordinator.output),
       }),
@@ -218,20 +188,11 @@ describe('a Cluster failover that loses writes the primary had acknowledged', ()
     // Replication cut: the replica can no longer log in to its primary, which goes on
     // acknowledging writes that exist nowhere else; the replica may still take over however
     // stale it is (validity factor 0), as one lagging by a second would.
-    const onReplica = new Redis(cluster.urlOf(replica), { maxRetriesPerRequest: 1 });
-    const onPrimary = new Redis(cluster.urlOf(primary), { maxRetriesPerRequest: 1 });
-    try {
-      await onReplica.config('SET', 'cluster-replica-validity-factor', '0');
-      await onReplica.config('SET', 'masteruser', 'no-such-user');
-      await onReplica.config('SET', 'masterauth', 'not-the-password');
-      await onPrimary.client('KILL', 'TYPE', 'replica');
-      for (const end = Date.now() + 10_000; !/^master_link_status:down/m.test(await onReplica.info('replication')); ) {
-        if (Date.now() > end) throw new Error('the replica still follows the primary');
-        await sleep(50);
-      }
-    } finally {
-      onPrimary.disconnect();
-    }
+    const onReplica = await cutReplication(cluster.urlOf(replica), cluster.urlOf(primary), [
+      ['cluster-replica-validity-factor', '0'],
+      ['masteruser', 'no-such-user'],
+      ['masterauth', 'not-the-password'],
+    ]);
 
     try {
       await throughLossyFailover({

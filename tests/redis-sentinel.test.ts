@@ -19,7 +19,7 @@ import { startSentinelGroup, type SentinelGroup } from './fixtures/redis-sentine
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
 import { freshCli } from './helpers/local.js';
-import { throughLossyFailover } from './helpers/lossy-failover.js';
+import { cutReplication, expectStoredOnce, sampleProgress, submit, throughLossyFailover } from './helpers/failover.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 const PASSWORD = 'data-n0des-secret';
@@ -111,13 +111,6 @@ async function sentinelEnv(name: string, g: SentinelGroup = group): Promise<{ en
   };
 }
 
-interface MatrixView {
-  state: string;
-  progress: { stored: number; expected: number };
-}
-interface Results {
-  runs: { cellId: string; repetition: number; machine: string; state: string; attempts: number }[];
-}
 
 const replOffset = async (port: number, field: string): Promise<number> => {
   const r = new Redis(group.urlOf(port), { maxRetriesPerRequest: 1 });
@@ -149,31 +142,20 @@ describe('a primary killed in the middle of a matrix', () => {
     const CELLS = 40;
     const REPS = 2;
     const HOSTS = 2;
-    const { id } = (await client.json('POST', '/v1/matrices', {
+    const id = await submit(client, {
       name: 'sentinel-failover',
       workload: 'noop',
       repetitions: REPS,
       warmup: 0,
       placement: 'all',
       params: { value: Array.from({ length: CELLS }, (_, i) => i), sleep: '100ms' },
-    })) as { id: string };
+    });
     const expected = CELLS * REPS * HOSTS;
 
-    // (time, stored) every 50 ms from submission to the end: the recovery figure is read off it.
-    const samples: { t: number; stored: number }[] = [];
-    let state = '';
-    const polling = (async () => {
-      for (const end = Date.now() + 150_000; state !== 'done' && Date.now() < end; ) {
-        const m = (await client.json('GET', `/v1/matrices/${id}`).catch(() => null)) as MatrixView | null;
-        if (m) {
-          samples.push({ t: Date.now(), stored: m.progress.stored });
-          state = m.state;
-        }
-        await sleep(50);
-      }
-    })();
+    // From submission to the end: the recovery figure is read off the samples.
+    const { samples, state, done: polling } = sampleProgress(client, id, 150_000);
     while ((samples.at(-1)?.stored ?? 0) < expected / 4) {
-      if (state === 'done') throw new Error('the matrix finished before the primary could be killed');
+      if (state() === 'done') throw new Error('the matrix finished before the primary could be killed');
       await sleep(20);
     }
     const replica = group.dataPorts.find((p) => p !== primary) ?? 0;
@@ -185,23 +167,14 @@ describe('a primary killed in the middle of a matrix', () => {
     const promotedAt = Date.now();
     expect(promoted).toBe(replica);
     await polling;
-    expect(state).toBe('done');
+    expect(state()).toBe('done');
 
     const storedAtKill = samples.filter((x) => x.t <= killedAt).at(-1)?.stored ?? 0;
     const storedAtPromotion = Math.max(storedAtKill, ...samples.filter((x) => x.t <= promotedAt).map((x) => x.stored));
     const resumed = samples.find((x) => x.t > promotedAt && x.stored > storedAtPromotion);
     expect(resumed).toBeDefined();
 
-    const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
-    const keys = results.runs.map((r) => `${r.cellId}#${r.repetition}#${r.machine}`);
-    const counts = new Map<string, number>();
-    for (const k of keys) counts.set(k, (counts.get(k) ?? 0) + 1);
-    const duplicates = [...counts.values()].filter((n) => n > 1).length;
-    expect(duplicates).toBe(0);
-    expect(counts.size).toBe(expected);
-    expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-    const progress = (await client.json('GET', `/v1/matrices/${id}`)) as MatrixView;
-    expect(progress.progress).toMatchObject({ stored: expected, expected });
+    const { results, stored, duplicates } = await expectStoredOnce(client, id, expected);
 
     const figure = {
       figure: 'sentinel-failover',
@@ -211,9 +184,9 @@ describe('a primary killed in the middle of a matrix', () => {
       killToPromotedMs: promotedAt - killedAt,
       killToRunsStoredAgainMs: (resumed?.t ?? Number.NaN) - killedAt,
       replicaLagBytesAtKill: primaryOffset - replicaOffset,
-      stored: counts.size,
+      stored,
       duplicates,
-      missing: expected - counts.size,
+      missing: expected - stored,
       runsRetried: results.runs.filter((r) => r.attempts > 1).length,
       requeuedByCoordinator: (coordinator.output.match(/queued again/g) ?? []).length,
       lostReportsNoticed: (coordinator.output.match(/were lost before they were read/g) ?? []).length,
@@ -245,18 +218,7 @@ describe('a failover that loses writes Redis had acknowledged', () => {
 
     // Replication cut: the replica can no longer authenticate to the primary, which goes on
     // acknowledging writes that exist nowhere else, as a lagging replica's primary would.
-    const onReplica = new Redis(lossy.urlOf(replica), { maxRetriesPerRequest: 1 });
-    const onPrimary = new Redis(lossy.urlOf(primary), { maxRetriesPerRequest: 1 });
-    try {
-      await onReplica.config('SET', 'masterauth', 'not-the-password');
-      await onPrimary.client('KILL', 'TYPE', 'replica');
-      for (const end = Date.now() + 10_000; !/^master_link_status:down/m.test(await onReplica.info('replication')); ) {
-        if (Date.now() > end) throw new Error('the replica still follows the primary');
-        await sleep(50);
-      }
-    } finally {
-      onPrimary.disconnect();
-    }
+    const onReplica = await cutReplication(lossy.urlOf(replica), lossy.urlOf(primary), [['masterauth', 'not-the-password']]);
 
     try {
       await throughLossyFailover({
