@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { errnoOf, FsbenchError, messageOf } from '../contract/errors.js';
 import { HostfsRefusal, removeBeneath, unmountBeneath } from './hostfs.js';
 import { readBootId, readMounts } from './kernel.js';
-import { OwnerId, OwnerLock, ownersHeld, reapOwnerLocks } from './owner-lock.js';
+import { OwnerId, OwnerLock, ownersHeld, reapOwnerLocks, takeRecoveryLock } from './owner-lock.js';
 import { checkNoSymlinks, checkSafeDir, ensureSafeDir, JOURNAL_PURPOSE, SCRATCH_PURPOSE, writeOwnFile } from './safe-dir.js';
 
 const exec = promisify(execFile);
@@ -424,11 +424,28 @@ export class Journal {
     if (entries.length === 0) return done;
     const others = entries.flatMap((e) => (e.stored.owner !== undefined && e.stored.owner !== this.lock.id ? [e.stored.owner] : []));
     const held = others.length > 0 ? await ownersHeld(this.dir, others) : new Map<string, boolean>();
+    const gone = entries.filter(({ file, stored }) => stored.bootId !== this.bootId || this.writerGone(stored, file, held, options));
+    if (gone.length === 0) return done;
+    const serial = await takeRecoveryLock(this.dir);
+    try {
+      done.push(...(await this.undoGone(gone, options)));
+    } finally {
+      await serial.release();
+    }
+    return done;
+  }
+
+  /**
+   * Undoes entries whose writers are gone, holding the recovery lock: an entry another recovery
+   * undid while this one waited for the lock has no file any more, and is left alone.
+   */
+  private async undoGone(gone: readonly { name: string; file: string; stored: StoredEntry }[], options: RecoverOptions): Promise<string[]> {
+    const done: string[] = [];
     const roots = await this.trustedRoots();
     const checked = new Map<string, string | undefined>();
-    for (const { name, file, stored } of entries) {
+    for (const { name, file, stored } of gone) {
+      if (!(await fs.lstat(file).then(() => true, () => false))) continue;
       const sameBoot = stored.bootId === this.bootId;
-      if (sameBoot && !this.writerGone(stored, file, held, options)) continue;
       const wanted = options.kinds?.includes(stored.entry.kind) ?? true;
       const undoable = wanted && (sameBoot || stored.entry.kind === 'path');
       if (!undoable) {

@@ -76,7 +76,7 @@ function jsonOf(line: string): unknown {
  * Runs one of the native programs to completion: the one place that spawns them, bounds what
  * is kept of their output, stops them on cancellation or timeout and never leaves one behind.
  * What the output means (success, a refusal, which error code) is the caller's schema's word.
- * (`hostfs hold`, which lives as long as its lock, is the one program not run this way.)
+ * (`hostfs hold` and `hostfs serial`, which live as long as their lock, are the programs not run this way.)
  */
 export async function runNative(name: string, argv: readonly string[], o: NativeOptions = {}): Promise<NativeExit> {
   const child = spawn(nativeProgram(name), argv, { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -4,9 +4,10 @@
  * every entry it writes. Whoever can take that lock knows the writer is gone, whatever Redis,
  * pids or pid namespaces say: the kernel drops a flock only when every process holding the file
  * open has exited. flock works across containers that share the journal's volume (one kernel),
- * where pids do not.
+ * where pids do not. A second lock, `<journal>/recovery.lock`, lets one recovery at a time undo
+ * entries.
  *
- * Node has no flock(2): a small native holder (`hostfs hold`, native/hostfs.c) takes the lock and
+ * Node has no flock(2): a small native holder (`hostfs hold`/`serial`, native/hostfs.c) takes a lock and
  * keeps it while its stdin stays open. It dies with its parent (PR_SET_PDEATHSIG, and the pipe's
  * EOF), so a SIGKILLed agent's lock is free at once, and it never keeps Node alive (unref'd).
  */
@@ -32,11 +33,18 @@ const HostfsError = z.object({ error: z.object({ code: z.string(), message: z.st
 const Held = z.object({ held: z.array(z.boolean()) }).strict();
 
 const READY_TIMEOUT_MS = 10_000;
+/** The recovery lock's file in the journal directory, `recovery.lock`. */
+export const RECOVERY_LOCK = 'recovery';
+/**
+ * How long a recovery waits for another one to finish: undoing a few mounts, loop devices and
+ * limits takes a second or two; far longer means the other is stuck, and this one says so.
+ */
+const RECOVERY_WAIT_MS = 60_000;
 
 /** The first line the holder prints: ready, or why it is not. */
-async function readyOf(child: ChildProcess): Promise<void> {
+async function readyOf(child: ChildProcess, timeoutMs: number): Promise<void> {
   const { stdout } = child;
-  if (stdout === null) throw new FsbenchError('INTERNAL', 'the owner lock holder has no stdout');
+  if (stdout === null) throw new FsbenchError('INTERNAL', 'the lock holder has no stdout');
   const lines = createInterface({ input: stdout });
   let timer: NodeJS.Timeout | undefined;
   try {
@@ -52,8 +60,8 @@ async function readyOf(child: ChildProcess): Promise<void> {
       }),
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
-          reject(new FsbenchError('INTERNAL', `the owner lock holder did not answer within ${READY_TIMEOUT_MS / 1000} s`));
-        }, READY_TIMEOUT_MS);
+          reject(new FsbenchError('INTERNAL', `the lock holder did not get its lock within ${timeoutMs / 1000} s`));
+        }, timeoutMs);
       }),
     ]);
     let json: unknown;
@@ -64,33 +72,26 @@ async function readyOf(child: ChildProcess): Promise<void> {
     }
     if (Ready.safeParse(json).success) return;
     const failed = HostfsError.safeParse(json);
-    throw new FsbenchError('INTERNAL', `cannot hold the journal's owner lock: ${failed.success ? failed.data.error.message : `the holder said ${JSON.stringify(first)}`}`);
+    throw new FsbenchError('INTERNAL', `cannot hold a lock of the journal: ${failed.success ? failed.data.error.message : `the holder said ${JSON.stringify(first)}`}`);
   } finally {
     clearTimeout(timer);
     lines.close();
   }
 }
 
-/** This process's lock on its entries: held from `hold()` until `release()` (or the process's death). */
-export class OwnerLock {
+/**
+ * A native holder (`hostfs hold` or `hostfs serial`) that has its lock: held until `release()`
+ * or this process's death. It never keeps this process alive.
+ */
+class Holder {
   private released: Promise<void> | undefined;
 
-  private constructor(
-    /** What this writer's entries name as their owner. */
-    readonly id: string,
-    private readonly child: ChildProcess,
-  ) {}
+  private constructor(private readonly child: ChildProcess) {}
 
-  /** Takes a new owner lock in `<journalDir>/owners/` (the journal directory is verified already). */
-  static async hold(journalDir: string): Promise<OwnerLock> {
-    const dir = path.join(journalDir, OWNERS_DIR);
-    await fs.mkdir(dir, { mode: 0o700 }).catch((err: unknown) => {
-      if (!(err instanceof Error && 'code' in err && err.code === 'EEXIST')) throw err;
-    });
-    const id = randomUUID();
-    const child = spawn(nativeProgram('hostfs'), ['hold', dir, id], { stdio: ['pipe', 'pipe', 'ignore'] });
+  static async spawn(args: readonly string[], timeoutMs: number): Promise<Holder> {
+    const child = spawn(nativeProgram('hostfs'), args, { stdio: ['pipe', 'pipe', 'ignore'] });
     try {
-      await readyOf(child);
+      await readyOf(child, timeoutMs);
     } catch (err) {
       child.kill('SIGKILL');
       throw err;
@@ -100,10 +101,9 @@ export class OwnerLock {
     if (child.stdin instanceof Socket) child.stdin.unref();
     child.on('error', () => undefined);
     child.unref();
-    return new OwnerLock(id, child);
+    return new Holder(child);
   }
 
-  /** Lets go of the lock (the holder removes its file first): the entries left are a dead run's. */
   release(): Promise<void> {
     this.released ??= new Promise<void>((resolve) => {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
@@ -121,6 +121,41 @@ export class OwnerLock {
     });
     return this.released;
   }
+}
+
+/** This process's lock on its entries: held from `hold()` until `release()` (or the process's death). */
+export class OwnerLock {
+  private constructor(
+    /** What this writer's entries name as their owner. */
+    readonly id: string,
+    private readonly holder: Holder,
+  ) {}
+
+  /** Takes a new owner lock in `<journalDir>/owners/` (the journal directory is verified already). */
+  static async hold(journalDir: string): Promise<OwnerLock> {
+    const dir = path.join(journalDir, OWNERS_DIR);
+    await fs.mkdir(dir, { mode: 0o700 }).catch((err: unknown) => {
+      if (!(err instanceof Error && 'code' in err && err.code === 'EEXIST')) throw err;
+    });
+    const id = randomUUID();
+    return new OwnerLock(id, await Holder.spawn(['hold', dir, id], READY_TIMEOUT_MS));
+  }
+
+  /** Lets go of the lock (the holder removes its file first): the entries left are a dead run's. */
+  release(): Promise<void> {
+    return this.holder.release();
+  }
+}
+
+/**
+ * The lock that lets one recovery at a time undo a journal's entries, across agents and
+ * containers sharing the journal: two recoveries that both read an entry would otherwise both
+ * undo it, and the later one could undo a change a new run has made since (a loop device
+ * attached again under the same name, a limit set again). Waits while another recovery holds it,
+ * at most `RECOVERY_WAIT_MS`; release it when done.
+ */
+export async function takeRecoveryLock(journalDir: string): Promise<{ release(): Promise<void> }> {
+  return Holder.spawn(['serial', journalDir, RECOVERY_LOCK], RECOVERY_WAIT_MS);
 }
 
 /**

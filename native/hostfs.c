@@ -24,6 +24,13 @@
  *       holder is gone for good. PR_SET_PDEATHSIG ends the holder with its parent too.
  *       Prints {"ready":true} once the lock is held.
  *
+ *   hostfs serial DIR ID
+ *       Takes an exclusive flock on DIR/ID.lock (created if missing), waiting while another holder
+ *       has it, and keeps it until stdin reaches EOF, as hold does. The file is never removed: a
+ *       waiter may have it open already, and removing it would let a newcomer lock a new file
+ *       while that waiter locks the old one. One journal recovery at a time uses it.
+ *       Prints {"ready":true} once the lock is held.
+ *
  *   hostfs held DIR ID...
  *       For each DIR/ID.lock, whether a holder still holds it: {"held":[true,false,...]}. A file
  *       that is missing, or whose lock this check can take, has no holder any more.
@@ -277,6 +284,16 @@ static void check_id(const char *id) {
       die(EXIT_USAGE, "USAGE", "a lock id must be letters, digits and dashes: '%s'", id);
 }
 
+/* Waits until stdin reaches EOF: the parent closed it, or died. */
+static void wait_for_eof(void) {
+  char buf[256];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0 && errno != EINTR) break;
+  }
+}
+
 static int cmd_hold(int argc, char **argv) {
   if (argc != 4) die(EXIT_USAGE, "USAGE", "usage: hostfs hold DIR ID");
   check_id(argv[3]);
@@ -299,14 +316,27 @@ static int cmd_hold(int argc, char **argv) {
   }
   printf("{\"ready\":true}\n");
   fflush(stdout);
-  char buf[256];
-  for (;;) {
-    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0 && errno != EINTR) break;
-  }
+  wait_for_eof();
   /* Still holding the lock: whoever opened the file before this sees it free only once it is gone. */
   unlinkat(dfd, lock, 0);
+  return 0;
+}
+
+static int cmd_serial(int argc, char **argv) {
+  if (argc != 4) die(EXIT_USAGE, "USAGE", "usage: hostfs serial DIR ID");
+  check_id(argv[3]);
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) die(EXIT_RUNTIME, "FAILED", "prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+  int dfd = fsb_open_dir_nofollow(argv[2]);
+  if (dfd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s without following symlinks: %s", argv[2], strerror(errno));
+  char lock[96];
+  snprintf(lock, sizeof lock, "%s.lock", argv[3]);
+  int fd = openat(dfd, lock, O_CREAT | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s/%s: %s", argv[2], lock, strerror(errno));
+  while (flock(fd, LOCK_EX) < 0)
+    if (errno != EINTR) die(EXIT_RUNTIME, "FAILED", "flock %s/%s: %s", argv[2], lock, strerror(errno));
+  printf("{\"ready\":true}\n");
+  fflush(stdout);
+  wait_for_eof();
   return 0;
 }
 
@@ -341,6 +371,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "remove")) return cmd_remove(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "umount")) return cmd_umount(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "hold")) return cmd_hold(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "serial")) return cmd_serial(argc, argv);
   if (argc >= 2 && !strcmp(argv[1], "held")) return cmd_held(argc, argv);
-  die(EXIT_USAGE, "USAGE", "usage: hostfs remove ROOT REL | umount ROOT REL [--detach] | hold DIR ID | held DIR ID...");
+  die(EXIT_USAGE, "USAGE", "usage: hostfs remove ROOT REL | umount ROOT REL [--detach] | hold DIR ID | serial DIR ID | held DIR ID...");
 }

@@ -78,14 +78,16 @@ async function refused(journalDir: string): Promise<string[]> {
 
 /**
  * A writer in a process of its own (in a new pid namespace with `pidNamespace`, as an agent in
- * another container): opens the journal, makes `runDir` and journals it, then waits until killed.
+ * another container): opens the journal, makes each `runDir` and journals it, then waits until killed.
  */
-async function writer(journalDir: string, scratch: string, runDir: string, pidNamespace = false): Promise<ChildProcess> {
+async function writer(journalDir: string, scratch: string, runDir: string | readonly string[], pidNamespace = false): Promise<ChildProcess> {
   const code = `import { mkdirSync } from 'node:fs';
 import { Journal } from ${JSON.stringify(JOURNAL_JS)};
 const journal = await Journal.open(${JSON.stringify(journalDir)}, { scratch: ${JSON.stringify(scratch)} });
-mkdirSync(${JSON.stringify(runDir)});
-await journal.record({ kind: 'path', path: ${JSON.stringify(runDir)} });
+for (const dir of ${JSON.stringify([runDir].flat())}) {
+  mkdirSync(dir);
+  await journal.record({ kind: 'path', path: dir });
+}
 console.log('recorded');
 setInterval(() => undefined, 1000);`;
   const node = [process.execPath, '--input-type=module', '-e', code];
@@ -307,6 +309,31 @@ describe('who is gone: the owner lock of each entry', () => {
 
     expect(await recoverOnceGone(sibling)).toEqual([`undid path ${runDir}`]);
     expect(existsSync(runDir)).toBe(false);
+  });
+
+  it("has each of a dead writer's entries undone once, by one of two agents recovering at the same moment", async () => {
+    const shared = path.join(await tempDir('shared'), 'journal');
+    const scratch = await tempDir('scratch-dead');
+    const runDirs = Array.from({ length: 20 }, (_, i) => path.join(scratch, `fsbench-inotify-${i.toString(16).padStart(8, '0')}`));
+    const dead = await writer(shared, scratch, runDirs);
+    const a = await open(shared, { scratch: await tempDir('scratch-a') });
+    const b = await open(shared, { scratch: await tempDir('scratch-b') });
+    expect(await entries(shared)).toHaveLength(20);
+    await kill(dead);
+
+    // Both read the same 20 entries; without one recovery at a time, both would undo each (and
+    // the later undo could hit what a new run made under the same name meanwhile).
+    const end = Date.now() + 5_000;
+    let lines: string[] = [];
+    for (;;) {
+      lines = (await Promise.all([a.recover(), b.recover()])).flat();
+      if (lines.length > 0 || Date.now() > end) break;
+      await sleep(50);
+    }
+
+    expect(lines.toSorted()).toEqual(runDirs.map((d) => `undid path ${d}`).toSorted());
+    expect(runDirs.filter((d) => existsSync(d))).toEqual([]);
+    expect(await entries(shared)).toEqual([]);
   });
 
   it("leaves a journal's own entries to its run until the run lets go of them", async () => {
