@@ -22,6 +22,10 @@
  * measure nothing on the kernel, so they never take the host lock and both variants run two at
  * a time; the variants differ in the queues and locks the agents look at.
  *
+ * From each side's CPU per run, the like-with-like ceiling: the best ratio these cores would allow
+ * if an agent cost no more than a bare worker, since the coordinator's and Redis's CPU per run
+ * are spent on the same cores (`likeWithLikeCeiling` in the JSON).
+ *
  * Then the coordinator's CPU per run with `placement: all` over 2 and over 1,000 simulated hosts,
  * side by side, and what Redis holds per host and per queued run (host-scaling.ts;
  * `--scale-hosts 2,1000 --scale-runs 3000 --scale-rounds 3`). `--only hosts` runs that part
@@ -240,6 +244,45 @@ function positiveInts(flag: string, text: string): number[] {
 
 type Bare = Awaited<ReturnType<typeof bare>>;
 type Ours = Awaited<ReturnType<typeof fsbench>>;
+type Round = { round: number; bare: Bare[]; fsbench: (Ours & { hosts: number })[] };
+
+/**
+ * The best like-with-like ratio this machine's cores allow, whatever the agents do. Every run
+ * needs the coordinator's CPU (signing the job, checking and storing the report) and its share
+ * of Redis's; suppose an agent cost no more per run than a bare worker. With every core busy
+ * all the time, fsbench would then reach cores / (coordinator + Redis + bare worker CPU per
+ * run) runs/s, and the ceiling is that over the bare pair's rate in the same round. An upper
+ * bound: no side here keeps every core busy, and agents cost more than bare workers. Measured
+ * against the bare side with as many worker processes as fsbench has agents (2).
+ */
+function likeWithLikeCeiling(results: readonly Round[], cores: number) {
+  const ms = (seconds: number, jobs: number) => (seconds * 1000) / jobs;
+  const hostsList = [...new Set(results.flatMap((r) => r.fsbench.map((x) => x.hosts)))];
+  return hostsList.flatMap((hosts) => {
+    const rounds = results.flatMap((r) => {
+      const ours = r.fsbench.find((x) => x.hosts === hosts);
+      const theirs = r.bare.find((x) => x.workers === 2);
+      if (ours === undefined || theirs === undefined) return [];
+      const perRun = {
+        coordinator: ms(ours.cpuSeconds.coordinator, ours.jobs),
+        redis: ms(ours.cpuSeconds.redis, ours.jobs),
+        agents: ms(ours.cpuSeconds.agents, ours.jobs),
+        bareWorker: ms(theirs.cpuSeconds.workers, theirs.jobs),
+      };
+      const best = (cores * 1000) / (perRun.coordinator + perRun.redis + perRun.bareWorker);
+      return [{ perRun, ratio: Number((best / theirs.perSecond).toFixed(3)) }];
+    });
+    if (rounds.length === 0) return [];
+    const med = (key: keyof (typeof rounds)[number]['perRun']) => Number(median(rounds.map((r) => r.perRun[key])).toFixed(3));
+    return [{
+      fsbenchHosts: hosts,
+      cores,
+      median: median(rounds.map((r) => r.ratio)),
+      perRound: rounds.map((r) => r.ratio),
+      msPerRun: { coordinator: med('coordinator'), redis: med('redis'), agents: med('agents'), bareWorker: med('bareWorker') },
+    }];
+  });
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -317,9 +360,9 @@ async function main(): Promise<void> {
     // Rounds, each side by side, and medians over them: this machine is shared and noisy, and a
     // ratio is only fair between measurements made close together. Within a round the order
     // alternates, so drift during a round favours neither side.
-    const results: { round: number; bare: Bare[]; fsbench: (Ours & { hosts: number })[] }[] = [];
+    const results: Round[] = [];
     for (let round = 0; round < rounds; round++) {
-      const r: (typeof results)[number] = { round, bare: [], fsbench: [] };
+      const r: Round = { round, bare: [], fsbench: [] };
       const runBare = async () => {
         for (const w of bareList) r.bare.push(await bare(redis.url, n, `round ${round + 1}`, w));
       };
@@ -351,12 +394,14 @@ async function main(): Promise<void> {
         return { fsbenchHosts: hosts, bareWorkerProcesses: workers, median: median(perRound), perRound };
       }),
     );
+    const ceiling = likeWithLikeCeiling(results, os.cpus().length);
     const report = {
       date: new Date().toISOString(),
       machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version, memoryBytes: os.totalmem(), loadAverage: os.loadavg() },
       cells: n,
       rounds: results.map((r) => ({ ...r, fsbench: r.fsbench.map((x) => ({ ...x, coordinatorRssSamples: undefined })) })),
       ratios,
+      likeWithLikeCeiling: ceiling,
       coordinatorPeakRssMiB: Math.max(...results.flatMap((r) => r.fsbench.map((x) => mib(x.coordinatorPeakRssBytes)))),
       coordinatorRssSamples: results[0]?.fsbench[0]?.coordinatorRssSamples ?? [],
       coordinatorRetention: retention,
@@ -374,6 +419,12 @@ async function main(): Promise<void> {
     }
     for (const r of ratios) {
       process.stdout.write(`  ratio (fsbench, ${r.fsbenchHosts} host(s)) / (bare, ${r.bareWorkerProcesses} worker process(es)): median ${r.median}, rounds ${r.perRound.join(', ')}\n`);
+    }
+    for (const c of ceiling) {
+      process.stdout.write(
+        `  like-with-like ceiling (fsbench, ${c.fsbenchHosts} host(s)): with agents as cheap as bare workers, ${c.cores} cores would allow at most ${c.median}x ` +
+          `(rounds ${c.perRound.join(', ')}); CPU ms per run: coordinator ${c.msPerRun.coordinator}, Redis ${c.msPerRun.redis}, agents ${c.msPerRun.agents}, bare worker ${c.msPerRun.bareWorker}\n`,
+      );
     }
     process.stdout.write(`  coordinator RSS peak ${report.coordinatorPeakRssMiB} MiB\n`);
     const heap = retention.heapAfterGcMiB.map((h) => `${h.heapMiB} MiB after ${h.runs} runs`).join(', ');
