@@ -21,6 +21,8 @@ import { PACKAGE_ROOT } from '../host/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
 import { LABEL_RUN } from '../sandbox/runner.js';
 import { until } from './helpers/http.js';
+import { expectStoredOnce, sampleProgress, submit } from './helpers/failover.js';
+import { CoordinatorClient } from '../cli/client.js';
 
 const exec = promisify(execFile);
 
@@ -148,16 +150,20 @@ describe('compose.yaml', () => {
   });
 });
 
-describe('the stack from compose.yaml, end to end', () => {
-  const project = `fsbench-e2e-${process.pid}`;
+/**
+ * A compose project of `files` as the user brings it up, with a token and ports of its own:
+ * `start` sets the environment up, `compose` runs compose on the project, `api` calls the
+ * coordinator, `teardown` removes the stack with its volumes.
+ */
+function composeStack(name: string, files: readonly string[]) {
+  const project = `fsbench-${name}-${process.pid}`;
   const token = randomBytes(16).toString('hex');
   let base = '';
   let env: Record<string, string> = {};
 
   const compose = async (args: readonly string[], extra: Record<string, string> = {}, timeout = 600_000) => {
     const [cmd = 'docker-compose', ...pre] = composeCmd;
-    // The sandbox cells below need the opt-in Docker socket.
-    return exec(cmd, [...pre, '-p', project, '-f', 'compose.yaml', '-f', 'compose.sandbox.yaml', ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
+    return exec(cmd, [...pre, '-p', project, ...files.flatMap((f) => ['-f', f]), ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
   };
 
   const api = async (method: string, route: string, body?: string): Promise<unknown> => {
@@ -171,30 +177,43 @@ describe('the stack from compose.yaml, end to end', () => {
     return json;
   };
 
-  /** Submits a matrix and waits until it is done; returns its stored runs. */
-  const runMatrix = async (yaml: string) => {
-    const { id } = Submitted.parse(await api('POST', '/v1/matrices', yaml));
-    await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
-    return Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`)).runs;
+  return {
+    project,
+    compose,
+    api,
+    /** A client of the coordinator, as the CLI makes one (once started). */
+    client: () => new CoordinatorClient(base, token),
+    /** Free ports for the API and Redis's published port, and the base images. */
+    start: async (): Promise<void> => {
+      const ports = { api: await freePort(), redis: await freePort() };
+      base = `http://127.0.0.1:${ports.api}`;
+      env = { ...baseEnv(), FSBENCH_TOKEN: token, FSBENCH_PUBLISH: `127.0.0.1:${ports.api}`, FSBENCH_REDIS_PUBLISH: `127.0.0.1:${ports.redis}` };
+      await exec('bash', ['scripts/base-images.sh'], { cwd: PACKAGE_ROOT, timeout: 600_000 });
+    },
+    /** Submits a matrix and waits until it is done; returns its stored runs. */
+    runMatrix: async (yaml: string) => {
+      const { id } = Submitted.parse(await api('POST', '/v1/matrices', yaml));
+      await until(`matrix ${id}`, async () => (Detail.parse(await api('GET', `/v1/matrices/${id}`)).state === 'done' ? true : undefined), { ms: 180_000, everyMs: 500, retryErrors: true });
+      return Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`)).runs;
+    },
+    teardown: async (): Promise<void> => {
+      const logs = await compose(['logs', '--no-color', '--tail', '40']).catch(() => null);
+      if (logs && process.env['FSBENCH_E2E_LOGS'] === '1') process.stderr.write(logs.stdout);
+      await compose(['down', '-v', '--remove-orphans', '--timeout', '20'], {}, 180_000);
+    },
+    /** The project's containers still there. */
+    left: () => docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${project}`] } }),
   };
+}
 
-  const teardown = async () => {
-    const logs = await compose(['logs', '--no-color', '--tail', '40']).catch(() => null);
-    if (logs && process.env['FSBENCH_E2E_LOGS'] === '1') process.stderr.write(logs.stdout);
-    await compose(['down', '-v', '--remove-orphans', '--timeout', '20'], {}, 180_000);
-  };
+describe('the stack from compose.yaml, end to end', () => {
+  // The sandbox cells below need the opt-in Docker socket.
+  const stack = composeStack('e2e', ['compose.yaml', 'compose.sandbox.yaml']);
+  const { project, compose, api, runMatrix, teardown } = stack;
 
   beforeAll(async () => {
-    const ports = { api: await freePort(), redis: await freePort() };
-    base = `http://127.0.0.1:${ports.api}`;
-    env = {
-      ...baseEnv(),
-      FSBENCH_TOKEN: token,
-      FSBENCH_PUBLISH: `127.0.0.1:${ports.api}`,
-      FSBENCH_REDIS_PUBLISH: `127.0.0.1:${ports.redis}`,
-    };
     try {
-      await exec('bash', ['scripts/base-images.sh'], { cwd: PACKAGE_ROOT, timeout: 600_000 });
+      await stack.start();
       await compose(['build']);
       // Two agents, one scaled service: the second `up` adds a replica with other settings and
       // leaves the first alone. Different host ids let both take part in `placement: all`.
@@ -212,8 +231,7 @@ describe('the stack from compose.yaml, end to end', () => {
 
   afterAll(async () => {
     await teardown();
-    const left = await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${project}`] } });
-    expect(left).toEqual([]);
+    expect(await stack.left()).toEqual([]);
   }, 240_000);
 
   it("hands each reader of Redis's password its own copy, mode 0600, and keeps the agents healthy without a token", async () => {
@@ -353,5 +371,73 @@ describe('the stack from compose.yaml, end to end', () => {
     // Agents are named by their container's hostname, the first 12 digits of its id.
     expect(runs[0]?.machine).not.toBe(victim.Id.slice(0, 12));
     expect(limit()).toBe(original);
+  }, 300_000);
+});
+
+describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', () => {
+  const stack = composeStack('sentinel', ['compose.yaml', 'compose.sentinel.yaml']);
+  const { compose, api } = stack;
+  const RUNS = 200;
+
+  beforeAll(async () => {
+    try {
+      await stack.start();
+      // The images of the stack above (built here too when this block runs alone).
+      await compose(['up', '-d']);
+      await until('a live agent', async () => (Agents.parse(await api('GET', '/v1/agents')).hosts === 1 ? true : undefined), { ms: 120_000, everyMs: 500, retryErrors: true });
+    } catch (err) {
+      await stack.teardown().catch(() => undefined);
+      throw err;
+    }
+  }, 900_000);
+
+  afterAll(async () => {
+    await stack.teardown();
+    expect(await stack.left()).toEqual([]);
+  }, 240_000);
+
+  /** Where the sentinels say the primary is: a service name. */
+  const primary = async () => {
+    const { stdout } = await compose(['exec', '-T', 'sentinel-1', 'sh', '-c', 'REDISCLI_AUTH="$(cat /run/fsbench-redis/password)" redis-cli -p 26379 sentinel get-master-addr-by-name fsbench']);
+    return stdout.split('\n')[0]?.trim() ?? '';
+  };
+
+  it('has the sentinels promote the replica, and coordinator and agent carry on: every run stored once', async () => {
+    expect(await primary()).toBe('redis');
+    const client = stack.client();
+    const id = await submit(client, { name: 'e2e-sentinel', workload: 'noop', repetitions: 1, warmup: 0, params: { value: Array.from({ length: RUNS }, (_, i) => i), sleep: '50ms' } });
+    const progress = sampleProgress(client, id, 180_000);
+    await until('a fifth of the runs stored', () => Promise.resolve((progress.samples.at(-1)?.stored ?? 0) >= RUNS / 5 ? true : undefined), { ms: 60_000, everyMs: 50 });
+    const storedAtKill = progress.samples.at(-1)?.stored ?? 0;
+    const [redis] = await docker.listContainers({ filters: { label: [`com.docker.compose.project=${stack.project}`, 'com.docker.compose.service=redis'] } });
+    if (redis === undefined) throw new Error('no redis container in the project');
+    const killedAt = Date.now();
+    await docker.getContainer(redis.Id).kill({ signal: 'SIGKILL' });
+
+    await progress.done;
+    expect(progress.state()).toBe('done');
+    const { duplicates } = await expectStoredOnce(client, id, RUNS);
+    expect(await primary()).toBe('redis-replica');
+    // Nothing is stored while no primary answers (for at least down-after, 5 s): what was stored
+    // in the second after the kill was on its way before it, and the first sample past that is
+    // the recovery.
+    const plateau = Math.max(storedAtKill, ...progress.samples.filter((x) => x.t >= killedAt && x.t <= killedAt + 1000).map((x) => x.stored));
+    expect(plateau).toBeLessThan(RUNS);
+    const resumed = progress.samples.find((x) => x.t > killedAt + 1000 && x.stored > plateau);
+    expect(resumed).toBeDefined();
+    const { stdout: logs } = await compose(['logs', '--no-color', 'coordinator']);
+    expect(logs).toContain('"event":"redis.server-changed"');
+    console.log(
+      JSON.stringify({
+        figure: 'compose-sentinel-failover',
+        runs: RUNS,
+        storedAtKill,
+        storedJustAfterKill: plateau,
+        storedAgainAfterMs: (resumed?.t ?? Number.NaN) - killedAt,
+        doneAfterMs: (progress.samples.at(-1)?.t ?? Number.NaN) - killedAt,
+        duplicates,
+        downAfterMs: 5000,
+      }),
+    );
   }, 300_000);
 });
