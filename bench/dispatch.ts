@@ -251,7 +251,7 @@ type Round = { round: number; bare: Bare[]; fsbench: (Ours & { hosts: number })[
  * needs the coordinator's CPU (signing the job, checking and storing the report) and its share
  * of Redis's; suppose an agent cost no more per run than a bare worker. With every core busy
  * all the time, fsbench would then reach cores / (coordinator + Redis + bare worker CPU per
- * run) runs/s, and the ceiling is that over the bare pair's rate in the same round. An upper
+ * run) runs/s, and the ceiling is that over the bare workers' rate in the same round. An upper
  * bound: no side here keeps every core busy, and agents cost more than bare workers. Measured
  * against the bare side with as many worker processes as fsbench has agents (2).
  */
