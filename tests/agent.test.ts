@@ -100,7 +100,10 @@ describe('runs on an agent', () => {
     await cluster.agent(prefix, 'h-bad', 'm');
     const connection = { url: cluster.redis().url };
     const q = new Queue(queueName('any'), { connection, prefix });
-    const events = new QueueEvents(queueName('any'), { connection, prefix });
+    // From the stream's start (its prefix is this test's alone): a reader from `$` would miss the
+    // job's `active` if the agent took it before the reader's first XREAD, which
+    // waitUntilReady does not wait for.
+    const events = new QueueEvents(queueName('any'), { connection, prefix, lastEventId: '0-0' });
     cluster.cleanup(async () => {
       await events.close();
       await q.close();
