@@ -4,14 +4,14 @@
  * that does not parse refused without a retry.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { HostLock } from '../agent/host-lock.js';
 import { CoordinatorClient } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
-import { useCluster } from './helpers/cluster.js';
+import { queueEventsFromStart, useCluster } from './helpers/cluster.js';
 import { waitFor } from './helpers/local.js';
 
 const cluster = useCluster('agent');
@@ -100,10 +100,7 @@ describe('runs on an agent', () => {
     await cluster.agent(prefix, 'h-bad', 'm');
     const connection = { url: cluster.redis().url };
     const q = new Queue(queueName('any'), { connection, prefix });
-    // From the stream's start (its prefix is this test's alone): a reader from `$` would miss the
-    // job's `active` if the agent took it before the reader's first XREAD, which
-    // waitUntilReady does not wait for.
-    const events = new QueueEvents(queueName('any'), { connection, prefix, lastEventId: '0-0' });
+    const events = queueEventsFromStart(queueName('any'), connection.url, prefix);
     cluster.cleanup(async () => {
       await events.close();
       await q.close();

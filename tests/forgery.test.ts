@@ -7,7 +7,7 @@ import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -17,7 +17,7 @@ import { fingerprintsKey, hostLockKey } from '../queue/keys.js';
 import { JobSigner, signatureDigest } from '../queue/signing.js';
 import { coordinatorReportKey, loadOrCreateAgentKey, type AgentIdentity } from '../agent/identity.js';
 import { reportMac, reportMacKey } from '../queue/enrollment.js';
-import { useCluster } from './helpers/cluster.js';
+import { queueEventsFromStart, useCluster } from './helpers/cluster.js';
 import { preEnroll } from './helpers/enroll.js';
 import type { Cell } from '../contract/matrix.js';
 import { getJson as get, submitMatrix as submit, until } from './helpers/http.js';
@@ -69,7 +69,7 @@ describe('jobs not signed by the coordinator', () => {
     const c = await cluster.coordinator();
     await cluster.agent(c.prefix, 'forge-host', 'victim');
     const q = new Queue(queueName('any'), { connection: { url: cluster.redis().url }, prefix: c.prefix });
-    const events = new QueueEvents(queueName('any'), { connection: { url: cluster.redis().url }, prefix: c.prefix });
+    const events = queueEventsFromStart(queueName('any'), cluster.redis().url, c.prefix);
     cluster.cleanup(async () => {
       await events.close();
       await q.close();

@@ -5,11 +5,11 @@
  * after it ran. Each copy is refused by the agent with its code, runs nothing, and is counted in
  * the coordinator's /metrics; the one that ran already completes with the report it had.
  */
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { queueName } from '../queue/jobs.js';
-import { useCluster } from './helpers/cluster.js';
+import { queueEventsFromStart, useCluster } from './helpers/cluster.js';
 import { getJson as get, submitMatrix as submit, until } from './helpers/http.js';
 
 const cluster = useCluster('replay');
@@ -29,7 +29,7 @@ async function refused(url: string, code: string): Promise<number> {
 async function watched(prefix: string, target: string): Promise<{ q: Queue; failures: Map<string, string[]>; completions: Map<string, number> }> {
   const connection = { url: cluster.redis().url };
   const q = new Queue(queueName(target), { connection, prefix });
-  const events = new QueueEvents(queueName(target), { connection, prefix });
+  const events = queueEventsFromStart(queueName(target), connection.url, prefix);
   cluster.cleanup(async () => {
     await events.close();
     await q.close();

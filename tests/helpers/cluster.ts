@@ -12,6 +12,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { QueueEvents } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { startAgent, type AgentSettings, type RunningAgent } from '../../agent/agent.js';
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../../coordinator/server.js';
@@ -116,4 +117,14 @@ export function useCluster(name = 'test'): Cluster {
       return a;
     },
   };
+}
+
+/**
+ * The events of queue `name` under `prefix`, read from the stream's start: a reader from `$`
+ * (BullMQ's default) misses whatever happens before its first XREAD, which waitUntilReady does
+ * not wait for, so an agent quick to take or fail a job could go unseen. Meant for a prefix of
+ * the test's own.
+ */
+export function queueEventsFromStart(name: string, url: string, prefix: string): QueueEvents {
+  return new QueueEvents(name, { connection: { url }, prefix, lastEventId: '0-0' });
 }
