@@ -25,7 +25,7 @@ import {
 
 const run = promisify(execFile);
 const DEPLOY = path.join(PACKAGE_ROOT, 'deploy/kubernetes');
-const VARIANTS = { base: DEPLOY, 'external-redis': path.join(DEPLOY, 'external-redis') } as const;
+const VARIANTS = { base: DEPLOY, 'external-redis': path.join(DEPLOY, 'external-redis'), sentinel: path.join(DEPLOY, 'sentinel') } as const;
 
 // Never the operator's real secrets, should a checkout hold them: the checks need only the keys.
 const render = (dir: string) => renderKustomization(dir, { secretFile: (f) => Buffer.from(`placeholder for ${path.basename(f)}\n`) });
@@ -209,6 +209,67 @@ describe('the base Redis is as BullMQ asks', () => {
     // The Service the ConfigMaps name is Redis's, on the port it listens on.
     const [url] = configMapValues(objects, 'fsbench-redis', 'REDIS_URL').values();
     expect(url).toBe('redis://fsbench-redis.fsbench.svc:6379');
+  });
+});
+
+describe('the sentinel variant: Redis with failover inside the cluster', () => {
+  const objects = () => render(VARIANTS.sentinel);
+  const script = (owner: string, name: string) => {
+    const command = z.array(z.string()).parse(container(objects(), owner, name)['command']);
+    expect(command.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+    return command[2] ?? '';
+  };
+
+  it('renders two data nodes, three sentinels, their headless Services and one policy in place of the single Redis', () => {
+    const ids = objects().map(objectId);
+    expect(ids.filter((id) => /fsbench-(redis|sentinel)/.test(id)).sort()).toEqual(
+      [
+        'ConfigMap fsbench-agents/fsbench-redis',
+        'ConfigMap fsbench/fsbench-redis',
+        'NetworkPolicy fsbench/fsbench-redis',
+        'Secret fsbench-agents/fsbench-redis',
+        'Secret fsbench/fsbench-redis',
+        'Service fsbench/fsbench-redis-nodes',
+        'Service fsbench/fsbench-sentinel-nodes',
+        'StatefulSet fsbench/fsbench-redis',
+        'StatefulSet fsbench/fsbench-sentinel',
+      ].sort(),
+    );
+    const replicas = (id: string) => at(find(objects(), id), 'spec')['replicas'];
+    expect(replicas('StatefulSet fsbench/fsbench-redis')).toBe(2);
+    expect(replicas('StatefulSet fsbench/fsbench-sentinel')).toBe(3);
+  });
+
+  it('points coordinator and agents at every sentinel by its stable name, with the password the sentinels require', () => {
+    const o = objects();
+    const sentinels = at(find(o, 'StatefulSet fsbench/fsbench-sentinel'), 'spec');
+    const service = z.string().parse(sentinels['serviceName']);
+    const port = z.array(z.looseObject({ port: z.number() })).parse(at(find(o, `Service fsbench/${service}`), 'spec')['ports'])[0]?.port;
+    const names = Array.from({ length: z.number().parse(sentinels['replicas']) }, (_, i) => `fsbench-sentinel-${i}.${service}.fsbench.svc:${String(port)}`);
+    for (const value of configMapValues(o, 'fsbench-redis', 'FSBENCH_REDIS_SENTINELS').values()) expect(value).toBe(names.join(','));
+    for (const value of configMapValues(o, 'fsbench-redis', 'FSBENCH_REDIS_MASTER').values()) expect(value).toBe('fsbench');
+    // The file named is the Secret's, mounted where coordinator and agents read their Redis password.
+    for (const value of configMapValues(o, 'fsbench-redis', 'FSBENCH_REDIS_SENTINEL_PASSWORD_FILE').values()) expect(value).toBe('/run/fsbench-redis/password');
+    for (const [owner, name] of [['Deployment fsbench/fsbench-coordinator', 'coordinator'], [AGENT.split(' container ')[0] ?? '', 'agent']] as const) {
+      const mounts = z.array(z.looseObject({ mountPath: z.string() })).parse(container(o, owner, name)['volumeMounts']);
+      expect(mounts.map((m) => m.mountPath)).toContain('/run/fsbench-redis');
+    }
+    expect(script('StatefulSet fsbench/fsbench-sentinel', 'sentinel')).toContain('sentinel monitor fsbench $primary 6379 2');
+  });
+
+  it('keeps the data nodes as BullMQ asks and the password off every command line', () => {
+    const data = script('StatefulSet fsbench/fsbench-redis', 'redis');
+    for (const part of ['--maxmemory-policy noeviction', '--appendonly yes', '--dir /data', 'redis-server -', 'requirepass $password', 'masterauth $password', '--replica-announce-ip "$me"']) expect(data).toContain(part);
+    const sentinel = script('StatefulSet fsbench/fsbench-sentinel', 'sentinel');
+    expect(sentinel).toContain('exec redis-server "$conf" --sentinel');
+    for (const s of [data, sentinel]) expect(s).not.toMatch(/redis-(server|cli)[^\n]*(-a |--pass|\$password)/);
+  });
+
+  it('has scripts the shell can parse', async () => {
+    for (const [owner, name] of [['StatefulSet fsbench/fsbench-redis', 'redis'], ['StatefulSet fsbench/fsbench-sentinel', 'sentinel']] as const) {
+      const { stderr } = await run('sh', ['-n', '-c', script(owner, name)]);
+      expect(stderr).toBe('');
+    }
   });
 });
 
