@@ -284,8 +284,24 @@ static void check_id(const char *id) {
       die(EXIT_USAGE, "USAGE", "a lock id must be letters, digits and dashes: '%s'", id);
 }
 
-/* Waits until stdin reaches EOF: the parent closed it, or died. */
-static void wait_for_eof(void) {
+/*
+ * What hold and serial start with: their arguments checked, death with the parent arranged, and
+ * DIR opened without following symlinks. Returns DIR's descriptor.
+ */
+static int holder_dir(int argc, char **argv, const char *usage) {
+  if (argc != 4) die(EXIT_USAGE, "USAGE", "usage: %s", usage);
+  check_id(argv[3]);
+  /* First: a parent that died before this line ends the holder, as does one that dies later. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) die(EXIT_RUNTIME, "FAILED", "prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+  int dfd = fsb_open_dir_nofollow(argv[2]);
+  if (dfd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s without following symlinks: %s", argv[2], strerror(errno));
+  return dfd;
+}
+
+/* Says the lock is held, then keeps it until stdin reaches EOF: the parent closed it, or died. */
+static void held_until_eof(void) {
+  printf("{\"ready\":true}\n");
+  fflush(stdout);
   char buf[256];
   for (;;) {
     ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
@@ -295,12 +311,7 @@ static void wait_for_eof(void) {
 }
 
 static int cmd_hold(int argc, char **argv) {
-  if (argc != 4) die(EXIT_USAGE, "USAGE", "usage: hostfs hold DIR ID");
-  check_id(argv[3]);
-  /* First: a parent that died before this line ends the holder, as does one that dies later. */
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) die(EXIT_RUNTIME, "FAILED", "prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
-  int dfd = fsb_open_dir_nofollow(argv[2]);
-  if (dfd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s without following symlinks: %s", argv[2], strerror(errno));
+  int dfd = holder_dir(argc, argv, "hostfs hold DIR ID");
   char tmp[96], lock[96];
   snprintf(tmp, sizeof tmp, ".%s.tmp", argv[3]);
   snprintf(lock, sizeof lock, "%s.lock", argv[3]);
@@ -314,29 +325,21 @@ static int cmd_hold(int argc, char **argv) {
     if (linkat(dfd, tmp, dfd, lock, 0) < 0) die(EXIT_RUNTIME, "FAILED", "link %s/%s to %s: %s", argv[2], tmp, lock, strerror(errno));
     unlinkat(dfd, tmp, 0);
   }
-  printf("{\"ready\":true}\n");
-  fflush(stdout);
-  wait_for_eof();
+  held_until_eof();
   /* Still holding the lock: whoever opened the file before this sees it free only once it is gone. */
   unlinkat(dfd, lock, 0);
   return 0;
 }
 
 static int cmd_serial(int argc, char **argv) {
-  if (argc != 4) die(EXIT_USAGE, "USAGE", "usage: hostfs serial DIR ID");
-  check_id(argv[3]);
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) die(EXIT_RUNTIME, "FAILED", "prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
-  int dfd = fsb_open_dir_nofollow(argv[2]);
-  if (dfd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s without following symlinks: %s", argv[2], strerror(errno));
+  int dfd = holder_dir(argc, argv, "hostfs serial DIR ID");
   char lock[96];
   snprintf(lock, sizeof lock, "%s.lock", argv[3]);
   int fd = openat(dfd, lock, O_CREAT | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) die(EXIT_RUNTIME, resolve_code(errno), "cannot open %s/%s: %s", argv[2], lock, strerror(errno));
   while (flock(fd, LOCK_EX) < 0)
     if (errno != EINTR) die(EXIT_RUNTIME, "FAILED", "flock %s/%s: %s", argv[2], lock, strerror(errno));
-  printf("{\"ready\":true}\n");
-  fflush(stdout);
-  wait_for_eof();
+  held_until_eof();
   return 0;
 }
 

@@ -12,12 +12,12 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
+import { until as waitUntil } from './helpers/http.js';
 import { containersOf, objectId, podsOf, renderKustomization } from './helpers/kubernetes.js';
 
 const run = promisify(execFile);
@@ -74,14 +74,8 @@ async function cli(pod: string, ...args: string[]): Promise<string[]> {
 const primaryPerSentinel = async (sentinels: readonly string[]) =>
   Promise.all(sentinels.map(async (s) => (await cli(s, '-p', '26379', 'sentinel', 'get-master-addr-by-name', 'fsbench').catch(() => []))[0] ?? ''));
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
-  for (const end = Date.now() + ms; ; ) {
-    const got = await probe().catch(() => undefined);
-    if (got !== undefined) return got;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(250);
-  }
-}
+/** Polls `probe` until it gives a value, a minute at most; a pod not answering yet is retried. */
+const until = <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => waitUntil(what, probe, { ms: 60_000, everyMs: 250, retryErrors: true });
 
 const SENTINELS = ['fsbench-sentinel-0', 'fsbench-sentinel-1', 'fsbench-sentinel-2'];
 

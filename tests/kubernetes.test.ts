@@ -250,7 +250,7 @@ describe('the sentinel variant: Redis with failover inside the cluster', () => {
     for (const value of configMapValues(o, 'fsbench-redis', 'FSBENCH_REDIS_MASTER').values()) expect(value).toBe('fsbench');
     // The file named is the Secret's, mounted where coordinator and agents read their Redis password.
     for (const value of configMapValues(o, 'fsbench-redis', 'FSBENCH_REDIS_SENTINEL_PASSWORD_FILE').values()) expect(value).toBe('/run/fsbench-redis/password');
-    for (const [owner, name] of [['Deployment fsbench/fsbench-coordinator', 'coordinator'], [AGENT.split(' container ')[0] ?? '', 'agent']] as const) {
+    for (const [owner, name] of [['Deployment fsbench/fsbench-coordinator', 'coordinator'], ['DaemonSet fsbench-agents/fsbench-agent', 'agent']] as const) {
       const mounts = z.array(z.looseObject({ mountPath: z.string() })).parse(container(o, owner, name)['volumeMounts']);
       expect(mounts.map((m) => m.mountPath)).toContain('/run/fsbench-redis');
     }
