@@ -13,9 +13,11 @@ import { registerLocalCommands } from './local.js';
 import { registerRemoteCommands } from './remote.js';
 import { registerReportCommands } from './report.js';
 import { registerSandboxCommands } from './sandbox.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 
 const program = new Command('fsbench')
   .description('Distributed benchmarks of Linux filesystem behaviour: inotify throughput and metadata workloads')
+  .version(FSBENCH_VERSION, '-V, --version', 'print the version of fsbench and exit')
   .showHelpAfterError()
   .configureOutput({ writeErr: (s) => process.stderr.write(s) })
   // Before the commands register: they inherit it, so a bad command line reaches the exit point below.

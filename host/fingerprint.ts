@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { CacheInfo, InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
 import { readHostFacts } from './facts.js';
 import { readBootId } from './kernel.js';
-import { PACKAGE_ROOT } from './native.js';
+import { FSBENCH_VERSION } from './version.js';
 
 /**
  * What `probe sysinfo` prints: cache sizes from sysconf (null where the CPU does not say). Not
@@ -130,15 +130,6 @@ export interface Identity {
   readonly labels?: readonly string[] | undefined;
 }
 
-function fsbenchVersion(): string {
-  try {
-    const pkg = z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')));
-    return pkg.version;
-  } catch {
-    return 'unknown';
-  }
-}
-
 /** `scratchDir`: the directory runs write under, whose storage the facts then describe. */
 export async function collectFingerprint(identity: Identity = {}, scratchDir?: string): Promise<MachineFingerprint> {
   const cpus = os.cpus();
@@ -163,6 +154,6 @@ export async function collectFingerprint(identity: Identity = {}, scratchDir?: s
     targetFs: null,
     facts: await readHostFacts(scratchDir),
     node: process.version,
-    fsbench: fsbenchVersion(),
+    fsbench: FSBENCH_VERSION,
   });
 }
