@@ -494,9 +494,14 @@ export class Journal {
 /** Undoes one change inside `root` (for paths and mounts). Idempotent: undoing what is already gone succeeds. */
 async function undoAt(entry: JournalEntry, root: string | undefined): Promise<void> {
   switch (entry.kind) {
-    case 'sysctl':
+    case 'sysctl': {
+      // A value that never changed (the write was refused: no root, a read-only /proc/sys) or
+      // was put back already has nothing to undo; writing it would fail for the same reason.
+      const now = await fs.readFile(entry.path, 'utf8').catch(() => null);
+      if (now !== null && now.trim() === entry.original.trim()) return;
       await fs.writeFile(entry.path, entry.original);
       return;
+    }
     case 'mount': {
       if (root === undefined) throw new FsbenchError('INTERNAL', `${entry.target} lies in no root of the journal`);
       for (let attempt = 0; ; attempt++) {
