@@ -1,13 +1,11 @@
 /** Commands that need no server: `run`, `params`, `settings`. */
 import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { FsbenchError, messageOf } from '../contract/errors.js';
 import { adaptiveRepetitions, annotationsWith, describeCell, expandMatrix, varyingParams, type Matrix } from '../contract/matrix.js';
-import { parseMatrixText } from '../contract/matrix-text.js';
 import { describeAllowed, formatParam, defaultValue } from '../contract/params.js';
 import { metricInfos, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
-import type { RunResult } from '../contract/result.js';
+import { countRuns, runsProblem, type RunResult } from '../contract/result.js';
 import { buildReport } from '../report/build.js';
 import { formatPercent } from '../report/format.js';
 import { FORMAT_NAMES, render, type FormatName } from '../report/export/index.js';
@@ -16,17 +14,8 @@ import { collectFingerprint } from '../host/fingerprint.js';
 import { openJournal, runMatrixLocally, type CellOutcome } from '../runner/local.js';
 import { nativeProgram } from '../host/native.js';
 import { loadSettings, settingsMarkdown } from '../settings/index.js';
+import { EXAMPLES_DIR, listExamples, readMatrixFile } from './matrix-file.js';
 import { progressPrinter } from './progress.js';
-
-export async function readMatrixFile(file: string) {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read matrix file ${file}: ${messageOf(err)}`);
-  }
-  return parseMatrixText(text, file);
-}
 
 /** Appends each run as one JSON line, fsynced at the end so an interrupted run keeps its lines. */
 function jsonlWriter(file: string | undefined) {
@@ -61,6 +50,7 @@ type RunFlags = {
   maxWatches?: string;
   maxSteal?: string;
   maxOutsideCpu?: string;
+  allowFailures?: boolean;
   progress: boolean;
 };
 
@@ -124,7 +114,11 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
   if (controller.signal.aborted) {
     process.stderr.write(`fsbench: interrupted: ${runs.length} runs kept${flags.out ? ` in ${flags.out}` : ''}\n`);
     process.exitCode = 130;
+    return;
   }
+  // After the summary, which shows each failure: the exit code is what a CI job reads.
+  const problem = runsProblem(countRuns(runs), { allowFailures: flags.allowFailures === true });
+  if (problem) throw problem;
 }
 
 function describeRepetitions(matrix: Matrix): string {
@@ -169,7 +163,7 @@ export function registerLocalCommands(program: Command): void {
   program
     .command('run')
     .description('expand a matrix file (YAML or JSON) and run every cell on this machine')
-    .argument('<matrix>', 'matrix file')
+    .argument('<matrix>', 'matrix file, or example:NAME for a shipped example (fsbench examples)')
     .option('-o, --out <file.jsonl>', 'write every measured run as one JSON line (the file is overwritten)')
     .option('--annotate <name=value...>', "add to the matrix's annotations, carried by every run (repeatable): commit=4f2a9c1")
     .addOption(new Option('-f, --format <format>', 'summary format on stdout').choices(FORMAT_NAMES).default('table'))
@@ -182,8 +176,24 @@ export function registerLocalCommands(program: Command): void {
     .option('--max-outside-cpu <cpus>', 'CPUs other processes may use during a run before it is flagged as disturbed (FSBENCH_MAX_OUTSIDE_CPU)')
     .option('--machine <name>', 'display name of this machine (FSBENCH_MACHINE)')
     .option('--labels <a,b>', 'labels of this machine (FSBENCH_LABELS)')
+    .option('--allow-failures', 'exit 0 even when some runs failed (exploratory sweeps); a matrix that measured nothing still fails')
     .option('--no-progress', 'do not print progress on stderr')
     .action(runCommand);
+
+  program
+    .command('examples')
+    .description('list the example matrices shipped with fsbench: run one with fsbench run example:NAME')
+    .option('--paths', 'print only their file paths, one a line')
+    .action((opts: { paths?: boolean }) => {
+      const examples = listExamples();
+      if (opts.paths === true) {
+        for (const e of examples) process.stdout.write(`${e.file}\n`);
+        return;
+      }
+      const width = Math.max(...examples.map((e) => e.name.length));
+      for (const e of examples) process.stdout.write(`example:${e.name.padEnd(width)}  ${e.summary}\n`);
+      process.stderr.write(`fsbench: ${String(examples.length)} examples in ${EXAMPLES_DIR}\n`);
+    });
 
   program
     .command('params')

@@ -2,15 +2,16 @@
  * The distributed commands: `coordinator` and `agent` (long-running services), and `submit`,
  * `results`, `agents` (clients of the coordinator's REST API).
  */
-import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { z } from 'zod';
 import { factsLine } from '../compare/machine-facts.js';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { FsbenchError } from '../contract/errors.js';
 import { annotatedMatrixText } from '../contract/matrix-text.js';
+import { runsProblem } from '../contract/result.js';
 import { formatDuration, formatSize } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView } from '../queue/enrollment.js';
+import { readMatrixSource } from './matrix-file.js';
 import { CLIENT_SETTINGS, clientFromSettings, withSettings, type CoordinatorClient } from './client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { formatReadableDuration } from '../report/format.js';
@@ -206,17 +207,13 @@ export function registerRemoteCommands(program: Command): void {
   });
 
   withSettings(program.command('submit').description('Submit a matrix file (YAML or JSON) to the coordinator'), CLIENT_SETTINGS)
-    .argument('<matrix>', 'matrix file')
-    .option('--wait', 'follow the progress until the matrix is done')
+    .argument('<matrix>', 'matrix file, or example:NAME for a shipped example (fsbench examples)')
+    .option('--wait', 'follow the progress until the matrix is done; exits non-zero when runs failed')
+    .option('--allow-failures', 'with --wait: exit 0 even when some runs failed; a matrix that measured nothing still fails')
     .option('--annotate <name=value...>', "add to the matrix's annotations (repeatable): commit=4f2a9c1")
     .action(async (file: string, opts: Record<string, unknown>) => {
       const client = clientFromSettings(opts);
-      let text: string;
-      try {
-        text = await readFile(file, 'utf8');
-      } catch (err) {
-        throw new FsbenchError('MATRIX_FILE_UNREADABLE', `cannot read ${file}: ${messageOf(err)}`);
-      }
+      const { text } = await readMatrixSource(file);
       const pairs = z.array(z.string()).catch([]).parse(opts['annotate']);
       // YAML is a superset of JSON, so one content type serves both kinds of file.
       const res = await client.fetch('POST', '/v1/matrices', { body: annotatedMatrixText(text, file, pairs), contentType: 'application/yaml' });
@@ -228,6 +225,9 @@ export function registerRemoteCommands(program: Command): void {
       const final = await waitFor(client, m.id);
       if (final.state === 'cancelled') throw new FsbenchError('CANCELLED', `matrix ${m.id} was cancelled after ${final.storedRuns} runs`);
       log(`done: ${final.storedRuns} runs, ${final.failedRuns} failed, ${final.skippedRuns} skipped; see \`fsbench results ${m.id}\``);
+      const counts = { ok: final.storedRuns - final.failedRuns - final.skippedRuns, failed: final.failedRuns, skipped: final.skippedRuns };
+      const problem = runsProblem(counts, { allowFailures: opts['allowFailures'] === true });
+      if (problem) throw new FsbenchError(problem.code, `matrix ${m.id}: ${problem.message} (\`fsbench results ${m.id}\`)`);
     });
 
   withSettings(program.command('results').description("Print a matrix's runs and per-cell statistics"), CLIENT_SETTINGS)

@@ -3,7 +3,7 @@
  * and stored by the coordinator. A union keyed on `state`.
  */
 import { z } from 'zod';
-import { ERROR_CODE_LIST } from './errors.js';
+import { ERROR_CODE_LIST, FsbenchError } from './errors.js';
 import { Annotations, CellParams, Matrix } from './matrix.js';
 import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
 import { Interference } from './interference.js';
@@ -97,3 +97,48 @@ export const RunResultSansFingerprint = z
   .superRefine(checkMetrics);
 export type RunResultSansFingerprint = z.infer<typeof RunResultSansFingerprint>;
 export type OkRun = z.infer<typeof OkRun>;
+
+/** How the runs of a matrix ended, with the failed runs' error codes where known. */
+export interface RunCounts {
+  readonly ok: number;
+  readonly failed: number;
+  readonly skipped: number;
+  /** Failed runs by error code; absent where only the count is known (a coordinator's progress). */
+  readonly failedBy?: Readonly<Record<string, number>>;
+}
+
+export function countRuns(runs: readonly RunResult[]): RunCounts {
+  const failedBy: Record<string, number> = {};
+  let ok = 0;
+  let skipped = 0;
+  for (const r of runs) {
+    if (r.state === 'ok') ok++;
+    else if (r.state === 'skipped') skipped++;
+    else failedBy[r.error.code] = (failedBy[r.error.code] ?? 0) + 1;
+  }
+  return { ok, failed: runs.length - ok - skipped, skipped, failedBy };
+}
+
+/**
+ * What a matrix's runs mean for a command's exit, for `fsbench run` and `fsbench submit --wait`
+ * alike: a CI job reads only the exit code, so runs that failed never end in success unless the
+ * user accepted them (`allowFailures`, for exploratory sweeps), and a matrix that measured
+ * nothing fails even then. Skipped runs are cells the matrix itself rules out (contract/
+ * workloads' skip reasons): not failures, but not a measurement either. Null when all is well.
+ */
+export function runsProblem(c: RunCounts, o: { readonly allowFailures: boolean }): FsbenchError | null {
+  const total = c.ok + c.failed + c.skipped;
+  const codes = Object.entries(c.failedBy ?? {})
+    .sort(([, a], [, b]) => b - a)
+    .map(([code, n]) => `${code} ${String(n)}`)
+    .join(', ');
+  const failed = `${String(c.failed)} of ${String(total)} run${total === 1 ? '' : 's'} failed${codes === '' ? '' : ` (${codes})`}`;
+  if (c.ok === 0 && total > 0) {
+    const what = [...(c.failed > 0 ? [failed] : []), ...(c.skipped > 0 ? [`${String(c.skipped)} of ${String(total)} skipped`] : [])];
+    return new FsbenchError('NO_RUN_MEASURED', `nothing was measured: ${what.join(', ')}; the report says why for each cell`);
+  }
+  if (c.failed > 0 && !o.allowFailures) {
+    return new FsbenchError('RUNS_FAILED', `${failed}; the other runs are kept; --allow-failures accepts failed runs`);
+  }
+  return null;
+}

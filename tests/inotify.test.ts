@@ -166,7 +166,10 @@ describe('without privileges', () => {
       writeFileSync(file, `name: unpriv\nworkload: inotify\nwarmup: 0\nrepetitions: 1\nparams:\n  maxQueuedEvents: 5555\n  target: ${dir.dir}\n  duration: 100ms\n`);
       const child = spawn('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, CLI, 'run', file, '--scratch', path.join(dir.dir, 's'), '--allowed-targets', dir.dir, '--format', 'json', '--no-progress'], { stdio: ['ignore', 'pipe', 'pipe'] });
       const r = await exited(child);
-      expect(r.code).toBe(0);
+      // Nothing measured: never exit 0, and nothing to undo (the limit was never changed) is not an undo that failed.
+      expect(r.code).toBe(9);
+      expect(r.stderr).toMatch(/^fsbench: nothing was measured: 1 of 1 run failed \(PRIVILEGE_MISSING 1\); .*\[NO_RUN_MEASURED\]$/m);
+      expect(r.stderr).not.toMatch(/could not undo/);
       const report = JSON.parse(r.stdout) as { cells: { ok: number; problem: string }[] };
       expect(report.cells[0]?.ok).toBe(0);
       expect(report.cells[0]?.problem).toMatch(/^PRIVILEGE_MISSING: setting \/proc\/sys\/fs\/inotify\/max_queued_events to 5555 needs root/);
