@@ -205,6 +205,8 @@ export const GateQuery = CompareQuery.extend({
   limit: list.optional(),
   /** Leave out runs flagged for interference on both sides (`true`), and say how many. */
   excludeFlagged: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
+  /** Let cell-metrics that could not be judged pass (`true`); by default they make the verdict `inconclusive`. */
+  allowInconclusive: z.enum(['true', 'false']).transform((v) => v === 'true').optional(),
   format: z.enum([...GATE_FORMATS, 'document']).default('json'),
 }).strict();
 
@@ -219,7 +221,8 @@ export function compareRouter(deps: CompareRouteDeps): Router {
   });
   /**
    * `GET /v1/gate?baseline=ID[&candidate=ID]...[&maxRegression=5%][&limit=m=10%][&excludeFlagged=true][&format=...]`:
-   * the regression gate of `fsbench gate`; a regression is a 200 answer whose verdict is `fail`.
+   * the regression gate of `fsbench gate`; a regression is a 200 answer whose verdict is `fail`,
+   * a gate that could not judge every gated cell-metric one whose verdict is `inconclusive`.
    */
   router.get('/v1/gate', deps.read ?? pass, async (req, res) => {
     const q = GateQuery.parse(req.query);
@@ -227,7 +230,12 @@ export function compareRouter(deps: CompareRouteDeps): Router {
     if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
     const excluded = q.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
     const report = await compareStored(deps.source, { ...q, format: 'json' }, excluded, deps.history);
-    const g = gate(report, { ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }), perMetric: limits.limits, ...(excluded ? { excluded } : {}) });
+    const g = gate(report, {
+      ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }),
+      perMetric: limits.limits,
+      ...(excluded ? { excluded } : {}),
+      allowInconclusive: q.allowInconclusive === true,
+    });
     if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: exportableGate(g).doc() }));
     else res.type(GATE_CONTENT_TYPES[q.format]).send(renderGate(q.format, g));
   });

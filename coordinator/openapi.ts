@@ -374,11 +374,12 @@ export function openApiDocument(version: string): JsonSchema {
             { name: 'maxRegression', in: 'query', schema: { type: 'string' }, description: "largest move in a metric's bad direction that passes: 5% (the default) or 0.05" },
             { name: 'limit', in: 'query', schema: { type: 'string' }, description: 'comma-separated METRIC=SHARE limits for single metrics' },
             { name: 'excludeFlagged', in: 'query', schema: { enum: ['true', 'false'] }, description: 'leave out runs flagged for interference, and say how many' },
+            { name: 'allowInconclusive', in: 'query', schema: { enum: ['true', 'false'] }, description: 'let cell-metrics that could not be judged pass (by default they make the verdict `inconclusive`)' },
             { name: 'format', in: 'query', schema: { enum: [...GATE_FORMATS, 'document'] } },
           ],
           responses: {
             '200': {
-              description: 'the verdict (a regression is verdict `fail`, still 200), in the format asked',
+              description: 'the verdict (a regression is verdict `fail`, a gate that could not judge every gated cell-metric `inconclusive`; still 200), in the format asked',
               content: {
                 ...json({ oneOf: [ref('GateReport'), ref('Document'), ref('BencherMetrics'), ref('ActionBenchmark')] }),
                 ...renderings,

@@ -1,6 +1,7 @@
 /**
  * The gate's answer in the formats CI tools already read: JUnit XML (each cell-metric a test
- * case, a regression a failure, an inconclusive cell skipped), Bencher's metric format (BMF:
+ * case, a regression a failure, one that could not be judged an error, or skipped when
+ * --allow-inconclusive accepted it), Bencher's metric format (BMF:
  * value with lower and upper bounds, https://bencher.dev/docs/reference/bencher-metric-format/)
  * and the JSON github-action-benchmark's `customBiggerIsBetter` / `customSmallerIsBetter` tools
  * read (https://github.com/benchmark-action/github-action-benchmark#examples). The bounds are
@@ -9,7 +10,7 @@
 import type { Direction } from '../contract/metrics.js';
 import { metricDoc } from '../contract/workloads/index.js';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
-import type { GateReport, GateRow } from './gate.js';
+import { gates, type GateReport, type GateRow } from './gate.js';
 import { exportableGate } from './view.js';
 
 /** Text safe inside XML attributes and elements: escaped, and without the control characters XML 1.0 forbids. */
@@ -32,29 +33,64 @@ function caseName(r: GateRow): string {
   return `${r.row.label} [${machines}]`;
 }
 
-function caseXml(r: GateRow): string {
+/** How a row counts in JUnit: a regression fails, an unjudged gated row errs unless accepted. */
+function outcomeOf(g: GateReport, r: GateRow): 'failure' | 'error' | 'skipped' | 'passed' {
+  if (!gates(r.row)) return 'passed';
+  if (r.status === 'regression') return 'failure';
+  if (r.status === 'inconclusive') return g.allowInconclusive ? 'skipped' : 'error';
+  return 'passed';
+}
+
+function caseXml(g: GateReport, r: GateRow): string {
   const attrs = `name="${xml(caseName(r))}" classname="${xml(`fsbench.${r.row.workload}.${r.row.metric}`)}"`;
-  if (r.status === 'regression') return `    <testcase ${attrs}>\n      <failure message="${xml(r.reason)}" type="regression">${xml(r.reason)}</failure>\n    </testcase>`;
-  if (r.status === 'inconclusive') return `    <testcase ${attrs}>\n      <skipped message="${xml(r.reason)}"/>\n    </testcase>`;
-  return `    <testcase ${attrs}>\n      <system-out>${xml(`${r.status}: ${r.reason}`)}</system-out>\n    </testcase>`;
+  switch (outcomeOf(g, r)) {
+    case 'failure':
+      return `    <testcase ${attrs}>\n      <failure message="${xml(r.reason)}" type="regression">${xml(r.reason)}</failure>\n    </testcase>`;
+    case 'error':
+      return `    <testcase ${attrs}>\n      <error message="${xml(r.reason)}" type="inconclusive">${xml(r.reason)}</error>\n    </testcase>`;
+    case 'skipped':
+      return `    <testcase ${attrs}>\n      <skipped message="${xml(r.reason)}"/>\n    </testcase>`;
+    case 'passed':
+      return `    <testcase ${attrs}>\n      <system-out>${xml(`${gates(r.row) ? r.status : 'not gated'}: ${r.reason}`)}</system-out>\n    </testcase>`;
+  }
+}
+
+/** A baseline cell the candidate lacks, once per metric: not judged, so an error unless accepted. */
+function missingXml(g: GateReport, label: string, metric: string): string {
+  const why = 'not judged: only in the baseline (the candidate has no such cell: its runs failed, or the matrix changed)';
+  const attrs = `name="${xml(label)}" classname="${xml(`fsbench.${metric}`)}"`;
+  return g.allowInconclusive
+    ? `    <testcase ${attrs}>\n      <skipped message="${xml(why)}"/>\n    </testcase>`
+    : `    <testcase ${attrs}>\n      <error message="${xml(why)}" type="inconclusive">${xml(why)}</error>\n    </testcase>`;
 }
 
 /** JUnit XML as Jenkins, GitLab and GitHub's test reporters read it: one suite per metric. */
 export function gateJunit(g: GateReport): string {
+  const totals = { tests: 0, failure: 0, error: 0, skipped: 0 };
   const suites = g.compare.metrics.map((metric) => {
     const rows = g.rows.filter((r) => r.row.metric === metric);
-    const failures = rows.filter((r) => r.status === 'regression').length;
-    const skipped = rows.filter((r) => r.status === 'inconclusive').length;
+    const counts = { failure: 0, error: 0, skipped: 0 };
+    for (const r of rows) {
+      const o = outcomeOf(g, r);
+      if (o !== 'passed') counts[o]++;
+    }
+    const missing = g.compare.unmatched.baseline;
+    counts[g.allowInconclusive ? 'skipped' : 'error'] += missing.length;
+    const tests = rows.length + missing.length;
+    totals.tests += tests;
+    totals.failure += counts.failure;
+    totals.error += counts.error;
+    totals.skipped += counts.skipped;
     return [
-      `  <testsuite name="${xml(`fsbench gate: ${metric}`)}" tests="${String(rows.length)}" failures="${String(failures)}" errors="0" skipped="${String(skipped)}">`,
-      ...rows.map(caseXml),
+      `  <testsuite name="${xml(`fsbench gate: ${metric}`)}" tests="${String(tests)}" failures="${String(counts.failure)}" errors="${String(counts.error)}" skipped="${String(counts.skipped)}">`,
+      ...rows.map((r) => caseXml(g, r)),
+      ...missing.map((label) => missingXml(g, label, metric)),
       '  </testsuite>',
     ].join('\n');
   });
-  const tests = g.rows.length;
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',
-    `<testsuites name="fsbench gate" tests="${String(tests)}" failures="${String(g.counts.regression)}" errors="0" skipped="${String(g.counts.inconclusive)}">`,
+    `<testsuites name="fsbench gate" tests="${String(totals.tests)}" failures="${String(totals.failure)}" errors="${String(totals.error)}" skipped="${String(totals.skipped)}">`,
     ...suites,
     '</testsuites>',
     '',

@@ -6,7 +6,7 @@
 import type { Column, CsvTable, Doc, Exportable } from '../report/export/index.js';
 import { formatDelta, formatInterval, formatPercent, formatPValue, formatRatio } from '../report/format.js';
 import { sideText } from '../compare/view.js';
-import type { GateReport, GateRow } from './gate.js';
+import { gates, type GateReport, type GateRow } from './gate.js';
 
 const left = (title: string): Column => ({ title, align: 'left' });
 const right = (title: string): Column => ({ title, align: 'right' });
@@ -21,14 +21,37 @@ function regressionLines(g: GateReport): string[] {
   return g.rows.filter((r) => r.status === 'regression').map((r) => `REGRESSION ${r.row.metric} ${r.row.label} [${r.row.candidateMachine}]: ${r.reason}`);
 }
 
+/** The verdict as a CI log shows it, saying what an accepted inconclusive pass leaves open. */
+export function verdictText(g: GateReport): string {
+  if (g.verdict === 'fail') return 'FAIL';
+  if (g.verdict === 'inconclusive') return 'INCONCLUSIVE';
+  const open = g.counts.inconclusive + g.compare.unmatched.baseline.length;
+  return open > 0 ? `PASS (${String(open)} not judged, accepted by --allow-inconclusive)` : 'PASS';
+}
+
+/** Cell-metrics the gate could not judge, each with why: what exit 7 is about. */
+function unjudgedLines(g: GateReport): string[] {
+  return [
+    ...g.rows.filter((r) => r.status === 'inconclusive' && gates(r.row)).map((r) => `INCONCLUSIVE ${r.row.metric} ${r.row.label}: ${r.reason}`),
+    // A cell the candidate lacks (its runs failed, or the matrix changed) was not judged: never let it pass unseen.
+    ...g.compare.unmatched.baseline.map((l) => `INCONCLUSIVE ${l}: not judged, only in the baseline (the candidate has no such cell: its runs failed, or the matrix changed)`),
+  ];
+}
+
+function ungatedText(g: GateReport): string {
+  const n = g.rows.filter((r) => !gates(r.row)).length;
+  return n === 0 ? '' : `; ${String(n)} shown but not gated (their metric has no better direction)`;
+}
+
 export function gateDoc(g: GateReport): Doc {
   const c = g.compare;
   const limits = [...new Set(g.rows.map((r) => `${r.row.metric} ${formatPercent(r.threshold)}`))];
   return {
-    title: `gate: ${c.baseline.name} -> ${c.candidate.name}: ${g.verdict === 'fail' ? 'FAIL' : 'PASS'}`,
+    title: `gate: ${c.baseline.name} -> ${c.candidate.name}: ${verdictText(g)}`,
     preamble: [
-      `${String(g.counts.regression)} regressions, ${String(g.counts.improvement)} improvements, ${String(g.counts.pass)} within limits, ${String(g.counts.inconclusive)} inconclusive`,
+      `${String(g.counts.regression)} regressions, ${String(g.counts.improvement)} improvements, ${String(g.counts.pass)} within limits, ${String(g.counts.inconclusive + c.unmatched.baseline.length)} inconclusive${ungatedText(g)}`,
       `a cell-metric fails when it moves the bad way by more than its limit (${limits.join(', ') || formatPercent(g.maxRegression)}) with p < ${String(c.alpha)} (Mann-Whitney U) and the ratio's ${String(c.level * 100)}% CI wholly on the bad side`,
+      `it passes when that CI rules out a move beyond its limit the bad way; otherwise (too few runs, too wide a CI, a side missing) it is inconclusive, and so is the gate (exit 7) unless --allow-inconclusive`,
       `detectable: the smallest change these runs would have caught with ${String(Math.round(g.power * 100))}% power; none: too few runs to reach p < ${String(c.alpha)}`,
       ...(g.excluded ? [`runs flagged for interference left out: ${String(g.excluded.baseline)} of the baseline, ${String(g.excluded.candidate)} of the candidate`] : []),
     ],
@@ -44,10 +67,8 @@ export function gateDoc(g: GateReport): Doc {
     ],
     notes: [
       ...regressionLines(g),
-      ...g.rows.filter((r) => r.status === 'inconclusive').map((r) => `inconclusive ${r.row.metric} ${r.row.label}: ${r.reason}`),
-      // A cell one side lacks (failed, or all its runs left out) was not judged: say so, never let it pass unseen.
-      ...c.unmatched.baseline.map((l) => `not judged, only in the baseline: ${l}`),
-      ...c.unmatched.candidate.map((l) => `not judged, only in the candidate: ${l}`),
+      ...unjudgedLines(g),
+      ...c.unmatched.candidate.map((l) => `not judged, only in the candidate (a new cell, nothing to compare with): ${l}`),
       ...c.notes.map((n) => n.text),
     ],
   };
@@ -67,7 +88,10 @@ export function gateCsv(g: GateReport): CsvTable {
 export function gateJson(g: GateReport): unknown {
   return {
     verdict: g.verdict,
+    allowInconclusive: g.allowInconclusive,
     counts: g.counts,
+    // Baseline cells the candidate lacks: not judged, so they count toward an inconclusive verdict.
+    notJudged: g.compare.unmatched.baseline,
     maxRegression: g.maxRegression,
     power: g.power,
     excluded: g.excluded,
@@ -82,6 +106,7 @@ export function gateJson(g: GateReport): unknown {
       threshold: r.threshold,
       detectable: r.detectable !== null && Number.isFinite(r.detectable) ? r.detectable : null,
       untestable: r.detectable === Number.POSITIVE_INFINITY,
+      gated: gates(r.row),
     })),
     notes: g.compare.notes,
   };

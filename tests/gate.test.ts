@@ -75,7 +75,8 @@ describe('gate', () => {
     const one = await gateOf(runs(1), runs(2, { effect: (c) => (c.params['files'] === 128 ? 0.8 : 1) }));
     expect(one.verdict).toBe('fail');
     expect(one.rows.filter((r) => r.status === 'regression').map((r) => r.row.label)).toEqual(['files=128']);
-    const small = await gateOf(runs(1), runs(2, { effect: () => 0.97 }), 0.05);
+    // 3% slower against a 10% limit: the interval of the ratio stays well inside it.
+    const small = await gateOf(runs(1), runs(2, { effect: () => 0.97 }), 0.1);
     expect(small.verdict).toBe('pass');
     expect(small.rows.every((r) => r.status === 'pass')).toBe(true);
     expect(small.rows.length).toBe(3);
@@ -85,15 +86,52 @@ describe('gate', () => {
     expect(faster.counts.improvement).toBe(3);
   });
 
-  it('calls cells with too few runs to reach alpha inconclusive, never a silent pass', async () => {
+  it('calls cells with too few runs to reach alpha inconclusive, and the gate too: never a silent pass', async () => {
     const g = await gateOf(runs(1, { repetitions: 3 }), runs(2, { repetitions: 3, effect: () => 0.5 }));
-    expect(g.counts.inconclusive).toBe(3);
-    expect(g.counts.regression).toBe(0);
+    expect(g.verdict).toBe('inconclusive');
+    expect(g.counts).toEqual({ regression: 0, improvement: 0, pass: 0, inconclusive: 3 });
     for (const r of g.rows) {
       expect(r.detectable).toBe(Number.POSITIVE_INFINITY);
       expect(r.reason).toBe('3 vs 3 runs cannot reach p < 0.05: run more repetitions');
     }
-    expect(gateJunit(g)).toContain('skipped="3"');
+    // In JUnit each is an error, which CI test reporters show red.
+    expect(gateJunit(g)).toContain('<testsuites name="fsbench gate" tests="3" failures="0" errors="3" skipped="0">');
+    // Accepted, the gate passes, and the cases are skipped rather than hidden.
+    const accepted = gate(g.compare, { allowInconclusive: true });
+    expect(accepted.verdict).toBe('pass');
+    expect(accepted.counts.inconclusive).toBe(3);
+    expect(gateJunit(accepted)).toContain('tests="3" failures="0" errors="0" skipped="3"');
+    // One run a side has no spread at all: still too few, not a pass.
+    const single = await gateOf(runs(1, { repetitions: 1 }), runs(2, { repetitions: 1 }));
+    expect([single.verdict, single.counts.inconclusive]).toEqual(['inconclusive', 3]);
+  });
+
+  it('passes only what the runs rule out: a change within the limit whose interval reaches beyond it is inconclusive', async () => {
+    // 8% slower at 3% noise and 10 runs: significant, within a 10% limit, but the interval reaches past 10%.
+    const near = await gateOf(runs(1), runs(2, { effect: () => 0.92 }), 0.1);
+    expect(near.counts.regression).toBe(0);
+    const reaching = near.rows.filter((r) => r.status === 'inconclusive');
+    expect(reaching.length).toBeGreaterThan(0);
+    for (const r of reaching) expect(r.reason).toMatch(/^worse by \d+\.\d% \(p = .*\), within the limit of 10\.0%, but the ratio's 9\d% CI 0\.\d+-0\.\d+ allows \d+\.\d% worse, beyond the limit of 10\.0%/);
+    for (const r of near.rows.filter((x) => x.status === 'pass')) expect((r.row.ci?.low ?? 0) >= 0.9).toBe(true);
+    expect(near.verdict).toBe('inconclusive');
+    // Far noisier runs, no change: nothing significant, and nothing ruled out either.
+    const noisy = (seed: number) => syntheticRuns({ matrix: MATRIX, machine: { machine: 'ci-runner' }, seed, noise: 0.3 });
+    const wide = await gateOf(noisy(1), noisy(2), 0.05);
+    expect(wide.verdict).toBe('inconclusive');
+    for (const r of wide.rows.filter((x) => x.status === 'inconclusive')) expect(r.reason).toMatch(/^not significant \(p = .*\), but the ratio's 9\d% CI/);
+  });
+
+  it('does not judge a baseline cell the candidate lacks, and refuses to gate on metrics with no better direction', async () => {
+    const lacking = runs(2).filter((r) => r.params['files'] !== 256);
+    const g = await gateOf(runs(1), lacking);
+    expect(g.rows).toHaveLength(2);
+    expect(g.counts.pass).toBe(2);
+    expect(g.verdict).toBe('inconclusive');
+    expect(gateJunit(g)).toMatch(/<testcase name="files=256" classname="fsbench\.eventsPerSec">\n\s*<error message="not judged: only in the baseline/);
+    // `value` of the noop workload has no better direction: a gate on it could never fail.
+    const noop = (seed: number) => syntheticRuns({ matrix: { name: 'n', workload: 'noop', repetitions: 10, params: { value: [1, 2] } }, machine: { machine: 'ci-runner' }, seed });
+    await expect(compareRunSets(noop(1), noop(2), { metrics: ['value'] }).then((c) => gate(c))).rejects.toThrow(/nothing to gate on: value has no better direction; name a metric that has one with --metric/);
   });
 
   it('exports Bencher metric format and github-action-benchmark JSON in their published shapes', async () => {
@@ -140,6 +178,14 @@ describe('GET /v1/gate', () => {
       expect(junit).toContain('failures="1"');
       const loose = GateReportSchema.parse(await (await fetch(`${url}&maxRegression=30%25`)).json());
       expect(loose.verdict).toBe('pass');
+
+      // 1 run a side cannot be judged: verdict inconclusive, unless accepted.
+      const [few] = sink.importRuns(named('gate-few', runs(4, { repetitions: 1 }))).matrices;
+      const fewUrl = `http://127.0.0.1:${String(port)}/v1/gate?baseline=${main?.id ?? ''}&candidate=${few?.id ?? ''}&metric=eventsPerSec`;
+      const unjudged = GateReportSchema.parse(await (await fetch(fewUrl)).json());
+      expect([unjudged.verdict, unjudged.allowInconclusive, unjudged.counts.inconclusive]).toEqual(['inconclusive', false, 3]);
+      const accepted = GateReportSchema.parse(await (await fetch(`${fewUrl}&allowInconclusive=true`)).json());
+      expect([accepted.verdict, accepted.allowInconclusive, accepted.counts.inconclusive]).toEqual(['pass', true, 3]);
     } finally {
       server.close();
       store.close();
@@ -241,12 +287,12 @@ describe('fsbench gate', () => {
     expect(bad.stderr).toMatch(/--max-regression lots is not a positive share such as 5% or 0\.05 \[CONFIG_INVALID\]/);
   }, 120_000);
 
-  it('gates a real matrix run twice: the rerun passes, a 25% slowdown fails naming each cell and metric in the table, Markdown and JUnit', async () => {
+  it('gates a real matrix: 10 vs 10 runs of the same code exit 0, of a candidate 30% slower exit 6 naming each cell in the table, Markdown and JUnit, and 3 vs 3 exit 7', async () => {
     await freshCli();
-    // The noop workload's spin: real CPU work of a known cost, and slowdown makes each unit 25% dearer.
-    const measure = async (name: string, slowdown: number) => {
+    // The noop workload's spin: real CPU work of a known cost, and slowdown makes each unit 30% dearer.
+    const measure = async (name: string, slowdown: number, repetitions = 10) => {
       const matrix = path.join(dir.dir, `${name}.yaml`);
-      writeFileSync(matrix, `name: spin\nworkload: noop\nrepetitions: 10\nwarmup: 1\nparams:\n  spin: 30ms\n  value: [1, 2]\n  slowdown: ${String(slowdown)}\n`);
+      writeFileSync(matrix, `name: spin\nworkload: noop\nrepetitions: ${String(repetitions)}\nwarmup: 1\nparams:\n  spin: 30ms\n  value: [1, 2]\n  slowdown: ${String(slowdown)}\n`);
       const out = path.join(dir.dir, `${name}.jsonl`);
       const r = await runCli(['run', matrix, '--out', out, '--no-progress', '--machine', 'ci-runner', '--scratch', path.join(dir.dir, 'scratch'), '--format', 'csv']);
       expect([name, r.code, r.stderr.split('\n').filter((l) => / error|failed/i.test(l))]).toEqual([name, 0, []]);
@@ -254,10 +300,10 @@ describe('fsbench gate', () => {
     };
     const base = await measure('base', 0);
     const rerun = await measure('rerun', 0);
-    const slow = await measure('slow', 25);
+    const slow = await measure('slow', 30);
     // A shared machine's two sets minutes apart may differ by a few percent: the limit says how much passes.
     const pass = await runCli(['gate', base, rerun, '--metric', 'opsPerSec', '--max-regression', '10%']);
-    expect([pass.code, pass.stderr]).toEqual([0, '']);
+    expect([pass.code, pass.stderr], pass.stdout).toEqual([0, '']);
     expect(pass.stdout).toMatch(/: PASS$/m);
     expect(pass.stdout).toMatch(/^pass +opsPerSec +value=1 /m);
 
@@ -271,11 +317,13 @@ describe('fsbench gate', () => {
     const junit = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%', '--format', 'junit']);
     expect(junit.code).toBe(6);
     expect(junit.stdout.match(/<testcase name="value=\d \[ci-runner\]" classname="fsbench\.noop\.opsPerSec">\n\s*<failure message="worse by/g)).toHaveLength(2);
-    // Left out, the disturbed runs are counted; should every run of a side be disturbed (a busy
-    // machine), the gate says there is nothing to judge rather than passing.
-    const excluded = await runCli(['gate', base, slow, '--metric', 'opsPerSec', '--max-regression', '10%', '--exclude-flagged']);
-    if (excluded.code === 75) expect(excluded.stderr).toMatch(/every run of the (baseline|candidate) \(\d+\) was flagged for interference and left out .* \[TOO_DISTURBED\]/);
-    else expect(excluded.stdout).toMatch(/^runs flagged for interference left out: \d+ of the baseline, \d+ of the candidate$/m);
+
+    // 3 against 3 runs, 30% slower: the test cannot reach p < 0.05, so the gate cannot judge.
+    const few = await runCli(['gate', await measure('base3', 0, 3), await measure('slow3', 30, 3), '--metric', 'opsPerSec', '--max-regression', '10%', '--format', 'json']);
+    expect(few.code).toBe(7);
+    expect(few.stderr).toMatch(/no regression seen, but 2 cell-metrics could not be judged: opsPerSec value=1; opsPerSec value=2; the output says why for each .*\[INCONCLUSIVE\]$/m);
+    const json = GateReportSchema.parse(JSON.parse(few.stdout));
+    expect([json.verdict, json.counts.inconclusive, json.rows.map((r) => r.untestable)]).toEqual(['inconclusive', 2, [true, true]]);
   }, 180_000);
 
   it('with --exclude-flagged leaves the disturbed runs out, and says how many', async () => {
