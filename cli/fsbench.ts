@@ -10,6 +10,7 @@ import { registerCompareCommands } from './compare.js';
 import { registerGateCommands } from './gate.js';
 import { registerHistoryCommands } from './history.js';
 import { registerLocalCommands } from './local.js';
+import { registerOperateCommands } from './operate.js';
 import { registerRemoteCommands } from './remote.js';
 import { registerReportCommands } from './report.js';
 import { registerSandboxCommands } from './sandbox.js';
@@ -29,6 +30,7 @@ registerGateCommands(program);
 registerHistoryCommands(program);
 registerReportCommands(program);
 registerRemoteCommands(program);
+registerOperateCommands(program);
 registerSandboxCommands(program);
 
 try {
