@@ -60,6 +60,8 @@ interface Combo {
   /** Trials the gate failed: false alarms when changePct is 0, detections otherwise. */
   readonly failed: number;
   readonly rate: number;
+  /** Trials the gate could not judge (exit 7): neither a regression nor one ruled out. */
+  readonly inconclusive: number;
   /** Median over trials of the gate's detectable effect (a share), and of the sides' CV. */
   readonly medianDetectable: number | null;
   readonly medianCv: number | null;
@@ -81,6 +83,7 @@ async function main(): Promise<void> {
     for (const noise of NOISES) {
       for (const change of CHANGES) {
         let failed = 0;
+        let inconclusive = 0;
         const detectable: number[] = [];
         const cvs: number[] = [];
         const measured: number[] = [];
@@ -97,6 +100,7 @@ async function main(): Promise<void> {
           const row = g.rows[0];
           if (!row) throw new Error('the gate judged no row');
           if (g.verdict === 'fail') failed++;
+          if (g.verdict === 'inconclusive') inconclusive++;
           if (row.detectable !== null && Number.isFinite(row.detectable)) detectable.push(row.detectable);
           for (const s of [row.row.baseline, row.row.candidate]) if (s?.cv != null) cvs.push(s.cv);
           if (row.row.deltaPct !== null) measured.push(row.row.deltaPct);
@@ -107,6 +111,7 @@ async function main(): Promise<void> {
           trials,
           failed,
           rate: failed / trials,
+          inconclusive,
           medianDetectable: detectable.length > 0 ? median(detectable) : null,
           medianCv: cvs.length > 0 ? median(cvs) : null,
           medianMeasuredChangePct: measured.length > 0 ? median(measured) : null,
@@ -115,7 +120,7 @@ async function main(): Promise<void> {
         };
         combos.push(c);
         process.stderr.write(
-          `bench:calibration: jitter ${String(noise)}%, slowdown ${String(change)}%: gate failed ${String(failed)} of ${String(trials)} (${change === 0 ? 'false alarms' : 'detected'}); CV ${((c.medianCv ?? 0) * 100).toFixed(1)}%, detectable ${((c.medianDetectable ?? 0) * 100).toFixed(1)}%, measured ${(c.medianMeasuredChangePct ?? 0).toFixed(1)}%\n`,
+          `bench:calibration: jitter ${String(noise)}%, slowdown ${String(change)}%: gate failed ${String(failed)} of ${String(trials)} (${change === 0 ? 'false alarms' : 'detected'}), ${String(inconclusive)} inconclusive; CV ${((c.medianCv ?? 0) * 100).toFixed(1)}%, detectable ${((c.medianDetectable ?? 0) * 100).toFixed(1)}%, measured ${(c.medianMeasuredChangePct ?? 0).toFixed(1)}%\n`,
         );
       }
     }
