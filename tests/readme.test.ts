@@ -1,9 +1,11 @@
 /**
  * The README stays short enough for a newcomer, its links and the docs' links lead somewhere,
- * and the docs document every parameter, metric, setting and code exactly as the code defines
- * them. This only compares: after changing a spec, `npm run docs` rewrites the generated
- * sections (scripts/docs.ts).
+ * the docs document every parameter, metric, setting and code exactly as the code defines
+ * them, and they speak to the user's task: how the project got here (issue numbers, commits,
+ * rounds, sessions) belongs in CHANGELOG.md and git history. This only compares: after
+ * changing a spec, `npm run docs` rewrites the generated sections (scripts/docs.ts).
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -59,6 +61,36 @@ function brokenLink(file: string, target: string): string | null {
   return headingAnchors(read(resolved)).has(decodeURIComponent(anchor)) ? null : `${target}: no heading #${anchor} in ${resolved}`;
 }
 
+/** Phrases of a development log, which README.md and docs/ leave to CHANGELOG.md and git history. */
+const HISTORY_PHRASES: readonly RegExp[] = [
+  /\bissues? #?\d+/i,
+  /\b(?:this|last|previous|next) (?:round|session)\b/i,
+  /\bround's\b/i,
+  /\bcommit [0-9a-f]{7,40}\b/i,
+  /\bbefore this (?:change|round|commit|session)\b/i,
+  /\bhow it got here\b/i,
+  /\b(?:was|were|is) withdrawn\b/i,
+];
+
+/** Every commit of this checkout's history, full hashes. */
+function commitHashes(): string[] {
+  return execFileSync('git', ['log', '--all', '--format=%H'], { cwd: ROOT, encoding: 'utf8' }).split('\n').filter((h) => h !== '');
+}
+
+/**
+ * Where `text` tells the project's history rather than the user's task: each line with a
+ * history phrase, or with a hexadecimal word of 7 to 40 characters that names one of `commits`
+ * (so `--annotate commit=4f2a9c1`, an example value, and ids in example output pass).
+ */
+function historyIn(text: string, commits: readonly string[]): string[] {
+  return text.split('\n').flatMap((line, i) => {
+    const phrase = HISTORY_PHRASES.find((re) => re.test(line));
+    const hash = [...line.matchAll(/\b[0-9a-f]{7,40}\b/g)].map((m) => m[0]).find((h) => /[a-f]/.test(h) && commits.some((c) => c.startsWith(h)));
+    if (phrase === undefined && hash === undefined) return [];
+    return [`line ${String(i + 1)}: ${hash === undefined ? `matches ${String(phrase)}` : `names commit ${hash}`}: ${line.trim().slice(0, 120)}`];
+  });
+}
+
 describe('README and docs', () => {
   it.each(DOC_SECTIONS.map((s) => [`${s.file}: ${s.name}`, s] as const))(
     'has %s as the code generates it (npm run docs rewrites it)',
@@ -91,6 +123,17 @@ describe('README and docs', () => {
     expect(headingAnchors('## Noise: `npm run bench:noise`\n## Two machines, with TLS\n## Two machines, with TLS')).toEqual(
       new Set(['noise-npm-run-benchnoise', 'two-machines-with-tls', 'two-machines-with-tls-1']),
     );
+  });
+
+  it('tell what to do and what it shows, not how the project got there (no issue numbers, rounds, sessions or commits)', () => {
+    const commits = commitHashes();
+    expect(commits.length).toBeGreaterThan(0);
+    const found = MARKDOWN.flatMap((file) => historyIn(read(file), commits).map((why) => `${file}: ${why}`));
+    expect(found).toEqual([]);
+    // The checker itself: what it must find, and example values it must let through.
+    const commit = commits.find((c) => /[a-f]/.test(c.slice(0, 7))) ?? '';
+    expect(historyIn(`Issue 21 asked for 0.8.\nIn this round it took 36 s.\nthat code (commit ${commit.slice(0, 7)}) made\nbuilt from ${commit.slice(0, 9)}`, commits)).toHaveLength(4);
+    expect(historyIn('`--annotate commit=4f2a9c1`\n"cellId":"3f2a9c0b1d4e"\nrounds 0.229, 0.203, 0.218', commits)).toEqual([]);
   });
 
   it('names the same test command that CI runs', () => {
