@@ -33,6 +33,13 @@ registerRemoteCommands(program);
 registerOperateCommands(program);
 registerSandboxCommands(program);
 
+// A reader that went away (`fsbench report runs.jsonl | head`) is no error of ours: stop writing,
+// quietly, with the exit code as it stands. Nothing is written to stdout before a run's cleanup.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(process.exitCode ?? 0);
+});
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
