@@ -5,6 +5,7 @@
  * abandons it (cleaned up by the workload, the job retried elsewhere).
  */
 import { randomUUID } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 import { Worker, type Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
@@ -15,6 +16,8 @@ import { fingerprintsKey, warmedKey } from '../queue/keys.js';
 import { awaitRedis, connectRedis, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
 import { collectFingerprint } from '../host/fingerprint.js';
+import { isContainerId, readMachineName } from '../host/machine-name.js';
+import { loadSettings } from '../settings/index.js';
 import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
@@ -35,6 +38,8 @@ import { EnrollToken } from '../queue/enrollment.js';
 export interface AgentSettings extends RedisChannel {
   readonly queuePrefix: string;
   readonly machine: string | undefined;
+  /** FSBENCH_MACHINE_FILE: a file naming the machine when FSBENCH_MACHINE does not (host/machine-name.ts). */
+  readonly machineFile?: string | undefined;
   readonly labels: readonly string[];
   readonly scratch: string;
   readonly hostId: string | undefined;
@@ -101,6 +106,28 @@ export function watchdogBound(stallTimeoutMs: number): number {
 /** The longest a stopping agent waits for Redis to take its last writes, once its run is over. */
 const STOP_REDIS_MS = 5_000;
 
+/**
+ * The machine's name: FSBENCH_MACHINE, else the one FSBENCH_MACHINE_FILE holds, else undefined
+ * (the fingerprint then takes the hostname). Results, history and enrollment go by this name, so
+ * a hostname that is a container's id, gone with the container, is said in the log.
+ */
+async function machineName(s: AgentSettings, log: HealthLog): Promise<string | undefined> {
+  if (s.machine !== undefined) return s.machine;
+  // Read here when the caller did not load it: the CLI's agent command loads its settings by a
+  // list of names (cli/remote.ts) that FSBENCH_MACHINE_FILE must reach whether it is on it or not.
+  const file = s.machineFile ?? loadSettings(['machineFile']).machineFile;
+  if (file !== undefined) return readMachineName(file);
+  const hostname = os.hostname();
+  if (await isContainerId(hostname)) {
+    log(
+      `this machine is named ${hostname}, its container's id, which a recreated container does not keep (its runs would then count as another machine's): ` +
+        "set FSBENCH_MACHINE, or mount the host's /etc/hostname read-only and point FSBENCH_MACHINE_FILE at it",
+      { event: 'agent.machine-name-ephemeral', machine: hostname },
+    );
+  }
+  return undefined;
+}
+
 /** `log` takes a line and, for events a log pipeline filters on, fields (JSON lines). */
 export async function startAgent(s: AgentSettings, log: HealthLog): Promise<RunningAgent> {
   // First of all: an agent that cannot tell its coordinator's jobs from forged ones runs none.
@@ -111,11 +138,12 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   // The key that signs this agent's reports: in a directory only root controls, like the scratch.
   const stateDir = await ensureSafeDir(hostStateDir(s.stateDir ?? path.join(s.scratch, 'agent'), hostId), STATE_PURPOSE);
   const identity = await loadOrCreateAgentKey(stateDir);
-  const agentId = `${s.machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  const machine = await machineName(s, log);
+  const agentId = `${machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
   const sandbox = await connectSandbox({ log });
   const fingerprintNow = async (): Promise<MachineFingerprint> => {
-    const f = await collectFingerprint({ machine: s.machine, labels: s.labels }, s.scratch);
+    const f = await collectFingerprint({ machine, labels: s.labels }, s.scratch);
     return { ...f, container: { ...f.container, docker: await dockerFingerprintIfAny(sandbox?.docker) } };
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();

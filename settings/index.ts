@@ -360,8 +360,19 @@ export const SETTINGS = {
     env: 'FSBENCH_MACHINE',
     flag: '--machine <name>',
     schema: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be 1-64 letters, digits, dots, dashes or underscores').optional(),
-    default: '(the hostname)',
+    default: '(FSBENCH_MACHINE_FILE, else the hostname)',
     doc: "The machine's display name in results and comparisons.",
+  },
+  machineFile: {
+    env: 'FSBENCH_MACHINE_FILE',
+    flag: '--machine-file <file>',
+    schema: z.string().startsWith('/', 'must be an absolute path').optional(),
+    default: '(none: the hostname)',
+    doc:
+      "For an agent without FSBENCH_MACHINE: a file naming the machine as /etc/hostname does (its first line that is not a comment), such as the host's " +
+      "/etc/hostname mounted read-only into the agent's container, so the name outlives the container (whose own hostname is its id). " +
+      'compose.yaml and compose.agent.yaml give the host\'s file (FSBENCH_HOSTNAME_FILE on the host, /etc/hostname) as `/run/fsbench-host/hostname`. ' +
+      "A file that is missing, empty or names no valid machine (FSBENCH_MACHINE's rules), or that is the container's own hostname, stops the agent.",
   },
   labels: {
     env: 'FSBENCH_LABELS',
