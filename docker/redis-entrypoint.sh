@@ -38,8 +38,9 @@ if [ -n "$password" ]; then
   printf '%s' "$password" | grep -Eq '^[A-Za-z0-9._~-]{16,}$' ||
     die 'REDIS_PASSWORD must be at least 16 letters, digits, dots, dashes, underscores or tildes (it goes into REDIS_URL unencoded): try `openssl rand -hex 24`'
 fi
-plain=${FSBENCH_REDIS_PUBLISH:-127.0.0.1:6379}
-if ! on_loopback "$plain"; then
+# Set only where the plain port is published (compose.redis-publish.yaml); compose.yaml publishes none.
+plain=${FSBENCH_REDIS_PUBLISH:-}
+if [ -n "$plain" ] && ! on_loopback "$plain"; then
   die "Redis's plain port would be published on $plain, beyond this machine, where its password and every job cross the network unencrypted: publish it on loopback only (FSBENCH_REDIS_PUBLISH=127.0.0.1:6379) and give agents on other machines the TLS port, with REDIS_PASSWORD (docker compose -f compose.yaml -f compose.redis-tls.yaml; docs/deployment.md: Two machines, with credentials and TLS)"
 fi
 if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ] && [ -z "$password" ] && ! on_loopback "${FSBENCH_REDIS_TLS_PUBLISH:-0.0.0.0:6380}"; then

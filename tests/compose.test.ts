@@ -1,21 +1,26 @@
 /**
- * `docker compose up` as the user runs it: the images built from docker/Dockerfile, Redis, the
+ * `docker compose up` as the user runs it: the one image built from docker/Dockerfile, Redis, the
  * coordinator and two agents with different labels; a matrix with placement `all` must come
  * back from both agents through the results endpoint, and sandbox-mode cells on `overlay` and
- * `tmpfs` must run in containers of their own. The stack is torn down (`down -v`) whatever
- * happens. Works with `docker compose` (v2) or Debian's `docker-compose` 1.29.
+ * `tmpfs` must run in containers of their own. An agent on a "second machine" runs from
+ * compose.agent.yaml alone, copied into an empty directory, against a stack with Redis's TLS
+ * port; a recreated agent container stays the same machine. Each stack is torn down (`down -v`)
+ * whatever happens, and the image built for these tests is removed after them. Works with
+ * `docker compose` (v2) or Debian's `docker-compose` 1.29.
  *
  * Needs a running Docker engine and the base images (scripts/base-images.sh creates them where
  * no registry is reachable; this test runs it, and it returns at once when they exist).
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { HistoryPageSchema } from '../contract/history.js';
 import { freePort } from './fixtures/redis-server.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { dockerClient, engineReachable } from '../sandbox/engine.js';
@@ -42,6 +47,16 @@ if (COMPOSE === null || !(await engineReachable(docker))) {
 const composeCmd: string[] = COMPOSE;
 
 
+const VERSION = z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8'))).version;
+/** The one image, as compose.yaml names it by default. */
+const DEFAULT_IMAGE = `fsbench:${VERSION}`;
+/**
+ * The image these tests build and run (FSBENCH_IMAGE), a tag of their own: removed afterwards,
+ * and never the user's own fsbench:<version>.
+ */
+const IMAGE = `fsbench-test:${VERSION}-${process.pid}`;
+const REVISION = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: PACKAGE_ROOT, encoding: 'utf8' }).trim();
+
 /** Only what compose needs from this process's environment: REDIS_URL and friends of other tests stay out. */
 function baseEnv(): Record<string, string> {
   const env: Record<string, string> = {};
@@ -51,6 +66,99 @@ function baseEnv(): Record<string, string> {
   }
   return env;
 }
+
+/** This host's name as its /etc/hostname says (hostname(5): the first line that is not a comment). */
+const HOST_NAME = readFileSync('/etc/hostname', 'utf8')
+  .split('\n')
+  .map((l) => l.trim())
+  .find((l) => l !== '' && !l.startsWith('#'));
+
+/** The file's services, parsed as much as these tests read them. */
+const ServiceShape = z
+  .object({
+    image: z.string().optional(),
+    build: z.unknown().optional(),
+    user: z.string().optional(),
+    privileged: z.boolean().optional(),
+    cap_drop: z.array(z.string()).optional(),
+    cap_add: z.array(z.string()).optional(),
+    environment: z.record(z.string(), z.string().nullable()).optional(),
+    ports: z.array(z.unknown()).optional(),
+    volumes: z.array(z.unknown()).optional(),
+  })
+  .loose();
+const ComposeFile = z.object({ services: z.record(z.string(), ServiceShape) }).loose();
+const fileOf = (name: string) => ComposeFile.parse(parseYaml(readFileSync(path.join(PACKAGE_ROOT, name), 'utf8'), { merge: true }));
+/** `compose config` of `files`, as compose merges and interpolates them. */
+function configOf(files: readonly string[], extra: Record<string, string> = {}, cwd = PACKAGE_ROOT) {
+  const [cmd = 'docker-compose', ...args] = composeCmd;
+  const text = execFileSync(cmd, [...args, ...files.flatMap((f) => ['-f', f]), 'config'], { cwd, env: { ...baseEnv(), ...extra }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return ComposeFile.parse(parseYaml(text));
+}
+
+// The image every stack below runs, built once as `docker compose build` builds it, with the
+// revision label; removed once the stacks are gone (docker rmi fails while a container uses it).
+beforeAll(async () => {
+  await exec('bash', ['scripts/base-images.sh'], { cwd: PACKAGE_ROOT, timeout: 600_000 });
+  const [cmd = 'docker-compose', ...pre] = composeCmd;
+  await exec(cmd, [...pre, '-p', `fsbench-build-${process.pid}`, '-f', 'compose.yaml', 'build'], {
+    cwd: PACKAGE_ROOT,
+    env: { ...baseEnv(), FSBENCH_IMAGE: IMAGE, FSBENCH_REVISION: REVISION },
+    timeout: 1_200_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+}, 1_800_000);
+
+afterAll(async () => {
+  await exec('docker', ['image', 'rm', IMAGE], { timeout: 120_000 });
+}, 180_000);
+
+describe('the image', () => {
+  const Inspect = z.object({ Config: z.object({ User: z.string(), Labels: z.record(z.string(), z.string()) }).loose() }).loose();
+
+  it('is the CLI: `docker run IMAGE --version` says package.json\'s version', async () => {
+    const { stdout } = await exec('docker', ['run', '--rm', IMAGE, '--version'], { timeout: 60_000 });
+    expect(stdout.trim()).toBe(VERSION);
+  }, 90_000);
+
+  it('carries the OCI labels, the revision it was built from among them, and runs as uid 10001 unless told otherwise', async () => {
+    const { Config } = Inspect.parse(await docker.getImage(IMAGE).inspect());
+    expect(Config.Labels).toMatchObject({
+      'org.opencontainers.image.title': 'fsbench',
+      'org.opencontainers.image.version': VERSION,
+      'org.opencontainers.image.revision': REVISION,
+      'org.opencontainers.image.licenses': 'MIT',
+    });
+    expect(Config.Labels['org.opencontainers.image.source']).toBeDefined();
+    expect(Config.Labels['org.opencontainers.image.description']).toMatch(/CLI, coordinator and agent/);
+    expect(Config.User).toBe('10001:10001');
+  });
+
+  it('refuses to start an agent as anyone but root, saying how to start it', async () => {
+    const refused = await exec('docker', ['run', '--rm', IMAGE, 'agent'], { timeout: 60_000 }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(refused).toMatchObject({ code: 2 });
+    expect(String(refused instanceof Error && 'stderr' in refused ? refused.stderr : refused)).toContain('fsbench: the agent runs as root');
+  }, 90_000);
+
+  it('is named fsbench:<package.json version> by every file that names it, and built with that version only', async () => {
+    for (const f of ['compose.yaml', 'compose.agent.yaml']) {
+      const { services } = fileOf(f);
+      for (const name of ['coordinator', 'agent'].filter((n) => services[n] !== undefined)) {
+        expect(services[name]?.image, `${f} ${name}`).toBe(`\${FSBENCH_IMAGE:-${DEFAULT_IMAGE}}`);
+      }
+    }
+    expect(readFileSync(path.join(PACKAGE_ROOT, 'docker/Dockerfile'), 'utf8')).toMatch(new RegExp(`^ARG VERSION=${VERSION.replace(/\./g, '\\.')}$`, 'm'));
+    // A label saying another version than the code would mislead: the build stops.
+    const wrong = await exec('docker', ['build', '--force-rm', '-q', '-f', 'docker/Dockerfile', '--build-arg', 'VERSION=0.0.0-wrong', '.'], { cwd: PACKAGE_ROOT, timeout: 900_000, maxBuffer: 64 * 1024 * 1024 }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(String(wrong instanceof Error && 'stderr' in wrong ? wrong.stderr : wrong)).toContain(`VERSION 0.0.0-wrong is not package.json version ${VERSION}`);
+  }, 960_000);
+});
 
 const Agents = z.object({ hosts: z.number(), agents: z.array(z.object({ hostId: z.string(), labels: z.array(z.string()) }).loose()) }).loose();
 const Submitted = z.object({ id: z.string() }).loose();
@@ -78,16 +186,51 @@ describe('compose.yaml', () => {
     execFileSync(cmd, [...args, 'config', '-q'], { cwd: PACKAGE_ROOT, env: baseEnv(), stdio: ['ignore', 'ignore', 'inherit'] });
   });
 
-  it('runs the agent with named capabilities, never privileged, and the coordinator without any', () => {
-    const Service = z.object({ privileged: z.boolean().optional(), cap_drop: z.array(z.string()).optional(), cap_add: z.array(z.string()).optional() }).loose();
-    const file = z.object({ services: z.object({ agent: Service, coordinator: Service, redis: Service }).loose() }).loose();
-    const text = readFileSync(path.join(PACKAGE_ROOT, 'compose.yaml'), 'utf8');
-    const { services } = file.parse(parseYaml(text, { merge: true }));
-    expect(services.agent.privileged).toBeUndefined();
-    expect(services.agent.cap_drop).toEqual(['ALL']);
-    expect(services.agent.cap_add).toEqual(['SYS_ADMIN', 'MKNOD', 'SYS_NICE']);
-    expect(services.coordinator.cap_drop).toEqual(['ALL']);
-    expect(services.coordinator.cap_add).toBeUndefined();
+  it('runs the agent as root with named capabilities, never privileged, and the coordinator as uid 10001 without any', () => {
+    const { services } = fileOf('compose.yaml');
+    expect(services['agent']?.privileged).toBeUndefined();
+    expect(services['agent']?.user).toBe('root');
+    expect(services['agent']?.cap_drop).toEqual(['ALL']);
+    expect(services['agent']?.cap_add).toEqual(['SYS_ADMIN', 'MKNOD', 'SYS_NICE']);
+    expect(services['coordinator']?.user).toBe('10001:10001');
+    expect(services['coordinator']?.cap_drop).toEqual(['ALL']);
+    expect(services['coordinator']?.cap_add).toBeUndefined();
+    // One image, built by either service when it is missing (so neither is ever pulled).
+    expect(services['agent']?.build).toEqual(services['coordinator']?.build);
+    expect(services['agent']?.image).toBe(services['coordinator']?.image);
+  });
+
+  it("gives compose.agent.yaml's agent what compose.yaml's has, and nothing of a checkout", () => {
+    const main = fileOf('compose.yaml').services['agent'];
+    const { services } = fileOf('compose.agent.yaml');
+    expect(Object.keys(services)).toEqual(['agent']);
+    const alone = services['agent'];
+    for (const k of ['image', 'user', 'command', 'cap_drop', 'cap_add', 'security_opt', 'devices', 'device_cgroup_rules', 'stop_grace_period', 'mem_limit', 'healthcheck', 'restart']) {
+      expect(alone?.[k], k).toBeDefined();
+      expect(alone?.[k], k).toEqual(main?.[k]);
+    }
+    expect(main?.command).toEqual(['agent']);
+    expect(fileOf('compose.yaml').services['coordinator']?.command).toEqual(['coordinator']);
+    // Nothing to build and no path of the checkout (`./docker/...`): the image and the host's hostname file only.
+    expect(alone?.build).toBeUndefined();
+    expect(JSON.stringify(alone)).not.toMatch(/"\.\.?\//);
+  });
+
+  it("names the agents by the host's hostname file, mounted read-only, unless FSBENCH_MACHINE says otherwise", () => {
+    for (const f of ['compose.yaml', 'compose.agent.yaml']) {
+      const agent = configOf([f], { REDIS_URL: 'rediss://:p@example.invalid:6380', FSBENCH_JOB_KEY: 'pem' }).services['agent'];
+      expect(agent?.environment?.['FSBENCH_MACHINE_FILE'], f).toBe('/run/fsbench-host/hostname');
+      expect(agent?.volumes, f).toContainEqual(expect.objectContaining({ type: 'bind', source: '/etc/hostname', target: '/run/fsbench-host/hostname', read_only: true }));
+      const other = configOf([f], { REDIS_URL: 'rediss://:p@example.invalid:6380', FSBENCH_JOB_KEY: 'pem', FSBENCH_HOSTNAME_FILE: '/etc/machine-name' }).services['agent'];
+      expect(other?.volumes, f).toContainEqual(expect.objectContaining({ type: 'bind', source: '/etc/machine-name', target: '/run/fsbench-host/hostname', read_only: true }));
+    }
+  });
+
+  it('publishes no Redis port on the host, unless compose.redis-publish.yaml asks (on loopback)', () => {
+    expect(configOf(['compose.yaml']).services['redis']?.ports).toBeUndefined();
+    const published = configOf(['compose.yaml', 'compose.redis-publish.yaml']).services['redis'];
+    expect(JSON.stringify(published?.ports)).toMatch(/127\.0\.0\.1.*6379/);
+    expect(published?.environment?.['FSBENCH_REDIS_PUBLISH']).toBe('127.0.0.1:6379');
   });
 
   it('gives the write token to the coordinator only: agents and Redis never see it', () => {
@@ -101,10 +244,10 @@ describe('compose.yaml', () => {
     expect(services.agent.environment?.['FSBENCH_HEALTH_FILE']).toMatch(/^\//);
   });
 
-  it('refuses to start Redis with its plain port beyond loopback, password or not, saying to use TLS', async () => {
+  it('refuses to start Redis with its plain port published beyond loopback, password or not, saying to use TLS', async () => {
     // Its own project: nothing but this one container, which never gets as far as listening.
     const [cmd = 'docker-compose', ...pre] = composeCmd;
-    const project = ['-p', `fsbench-publish-${process.pid}`, '-f', 'compose.yaml'];
+    const project = ['-p', `fsbench-publish-${process.pid}`, '-f', 'compose.yaml', '-f', 'compose.redis-publish.yaml'];
     const refusal = async (extra: Record<string, string>) => {
       const refused = await exec(cmd, [...pre, ...project, 'run', '--rm', '-T', '--no-deps', 'redis'], {
         cwd: PACKAGE_ROOT,
@@ -166,11 +309,13 @@ function composeStack(name: string, files: readonly string[]) {
     return exec(cmd, [...pre, '-p', project, ...files.flatMap((f) => ['-f', f]), ...args], { cwd: PACKAGE_ROOT, env: { ...env, ...extra }, timeout, maxBuffer: 64 * 1024 * 1024 });
   };
 
-  const api = async (method: string, route: string, body?: string): Promise<unknown> => {
+  /** `body`: a matrix as YAML, or `{ json }` for the routes that take JSON. */
+  const api = async (method: string, route: string, body?: string | { readonly json: unknown }): Promise<unknown> => {
+    const sent = body === undefined ? undefined : typeof body === 'string' ? { type: 'application/yaml', text: body } : { type: 'application/json', text: JSON.stringify(body.json) };
     const res = await fetch(`${base}${route}`, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/yaml' }) },
-      ...(body === undefined ? {} : { body }),
+      headers: { authorization: `Bearer ${token}`, ...(sent === undefined ? {} : { 'content-type': sent.type }) },
+      ...(sent === undefined ? {} : { body: sent.text }),
     });
     const json: unknown = await res.json();
     if (!res.ok) throw new Error(`${method} ${route}: ${res.status} ${JSON.stringify(json)}`);
@@ -183,12 +328,11 @@ function composeStack(name: string, files: readonly string[]) {
     api,
     /** A client of the coordinator, as the CLI makes one (once started). */
     client: () => new CoordinatorClient(base, token),
-    /** Free ports for the API and Redis's published port, and the base images. */
-    start: async (): Promise<void> => {
-      const ports = { api: await freePort(), redis: await freePort() };
+    /** A free port for the API; `extraEnv`, the stack's own settings. */
+    start: async (extraEnv: Record<string, string> = {}): Promise<void> => {
+      const ports = { api: await freePort() };
       base = `http://127.0.0.1:${ports.api}`;
-      env = { ...baseEnv(), FSBENCH_TOKEN: token, FSBENCH_PUBLISH: `127.0.0.1:${ports.api}`, FSBENCH_REDIS_PUBLISH: `127.0.0.1:${ports.redis}` };
-      await exec('bash', ['scripts/base-images.sh'], { cwd: PACKAGE_ROOT, timeout: 600_000 });
+      env = { ...baseEnv(), FSBENCH_TOKEN: token, FSBENCH_PUBLISH: `127.0.0.1:${ports.api}`, FSBENCH_IMAGE: IMAGE, ...extraEnv };
     },
     /** Submits a matrix and waits until it is done; returns its stored runs. */
     runMatrix: async (yaml: string) => {
@@ -214,11 +358,11 @@ describe('the stack from compose.yaml, end to end', () => {
   beforeAll(async () => {
     try {
       await stack.start();
-      await compose(['build']);
       // Two agents, one scaled service: the second `up` adds a replica with other settings and
-      // leaves the first alone. Different host ids let both take part in `placement: all`.
-      await compose(['up', '-d', '--scale', 'agent=1'], { FSBENCH_LABELS: 'e2e-alpha', FSBENCH_HOST_ID: 'e2e-alpha' });
-      await compose(['up', '-d', '--scale', 'agent=2', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta' });
+      // leaves the first alone. Different host ids let both take part in `placement: all`, and
+      // different machine names tell their runs apart (by default both would be this host's name).
+      await compose(['up', '-d', '--scale', 'agent=1'], { FSBENCH_LABELS: 'e2e-alpha', FSBENCH_HOST_ID: 'e2e-alpha', FSBENCH_MACHINE: 'e2e-alpha' });
+      await compose(['up', '-d', '--scale', 'agent=2', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta', FSBENCH_MACHINE: 'e2e-beta' });
       await until('two live agents', async () => {
         const a = Agents.parse(await api('GET', '/v1/agents'));
         return a.hosts === 2 ? a : undefined;
@@ -237,6 +381,9 @@ describe('the stack from compose.yaml, end to end', () => {
   it("hands each reader of Redis's password its own copy, mode 0600, and keeps the agents healthy without a token", async () => {
     const { stdout } = await compose(['exec', '-T', 'redis', 'stat', '-c', '%n %a %u', '/run/fsbench-redis/password', '/run/fsbench-redis/coordinator.password']);
     expect(stdout.trim().split('\n')).toEqual(['/run/fsbench-redis/password 600 0', '/run/fsbench-redis/coordinator.password 600 10001']);
+    // The readers are who the copies are for: one image, the coordinator unprivileged, the agents root.
+    expect((await compose(['exec', '-T', 'coordinator', 'id', '-u'])).stdout.trim()).toBe('10001');
+    expect((await compose(['exec', '-T', '--index=1', 'agent', 'id', '-u'])).stdout.trim()).toBe('0');
     const agents = await docker.listContainers({ filters: { label: [`com.docker.compose.project=${project}`, 'com.docker.compose.service=agent'] } });
     expect(agents.length).toBeGreaterThanOrEqual(2);
     for (const a of agents) {
@@ -289,7 +436,7 @@ describe('the stack from compose.yaml, end to end', () => {
 
   it('undoes the kernel limit of a replica killed mid-run and removed, through the shared journal, before its host runs again', async () => {
     // A second replica of host e2e-beta, as `--scale` makes it: its own scratch, the one journal volume.
-    await compose(['up', '-d', '--scale', 'agent=3', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta' });
+    await compose(['up', '-d', '--scale', 'agent=3', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta', FSBENCH_MACHINE: 'e2e-beta' });
     const Live = z.object({
       agents: z.array(z.object({ hostId: z.string() }).loose()),
     });
@@ -368,10 +515,150 @@ describe('the stack from compose.yaml, end to end', () => {
     const { runs } = Results.parse(await api('GET', `/v1/matrices/${id}/results?format=json`));
     expect(runs).toHaveLength(1);
     expect(runs[0]).toMatchObject({ state: 'ok', attempts: 2 });
-    // Agents are named by their container's hostname, the first 12 digits of its id.
-    expect(runs[0]?.machine).not.toBe(victim.Id.slice(0, 12));
+    // Redone by the other replica of the host, the same machine (named by FSBENCH_MACHINE, never by a container's id).
+    expect(runs[0]?.machine).toBe('e2e-beta');
     expect(limit()).toBe(original);
   }, 300_000);
+});
+
+/** A CA and a certificate for Redis naming `redis`, the name the second machine's agent reaches it by; in a directory the Redis container's user can read. */
+function redisTls(): { dir: string; ca: string } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'fsbench-compose-tls-'));
+  const f = (n: string) => path.join(dir, n);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  execFileSync('openssl', ['req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '2', '-subj', '/CN=fsbench compose test CA'], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', ...ec, '-keyout', f('redis.key'), '-out', f('redis.csr'), '-subj', '/CN=redis'], { stdio: 'ignore' });
+  writeFileSync(f('san.ext'), 'subjectAltName=DNS:redis\n');
+  execFileSync('openssl', ['x509', '-req', '-in', f('redis.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('redis.crt'), '-days', '2', '-extfile', f('san.ext')], { stdio: 'ignore' });
+  // The CA's key is of no use to anyone once the certificate is made.
+  rmSync(f('ca.key'));
+  chmodSync(dir, 0o755);
+  for (const n of readdirSync(dir)) chmodSync(f(n), 0o644);
+  return { dir, ca: readFileSync(f('ca.crt'), 'utf8') };
+}
+
+const LiveAgents = z.object({
+  agents: z.array(z.object({ agentId: z.string(), hostId: z.string(), machine: z.string() }).loose()),
+  keys: z.array(z.object({ hostId: z.string(), machine: z.string(), state: z.string(), via: z.string().nullable() }).loose()),
+});
+
+describe('a second machine from compose.agent.yaml alone, and a machine named across recreated containers', () => {
+  // Machine A: the stack with Redis's TLS port, on loopback here (other machines would reach it on
+  // the network). Its own agent runs without FSBENCH_MACHINE.
+  const stack = composeStack('second', ['compose.yaml', 'compose.redis-tls.yaml']);
+  const { compose, api, runMatrix } = stack;
+  const password = randomBytes(24).toString('hex');
+  const tls = redisTls();
+  /** Machine B: an empty directory holding a copy of compose.agent.yaml, and its own project. */
+  const second = { dir: mkdtempSync(path.join(os.tmpdir(), 'fsbench-second-machine-')), project: `fsbench-second-agent-${process.pid}` };
+  let secondEnv: Record<string, string> = {};
+  const onSecond = async (args: readonly string[], timeout = 300_000) => {
+    const [cmd = 'docker-compose', ...pre] = composeCmd;
+    return exec(cmd, [...pre, '-p', second.project, '-f', 'compose.agent.yaml', ...args], { cwd: second.dir, env: secondEnv, timeout, maxBuffer: 64 * 1024 * 1024 });
+  };
+  const agentsNow = async () => LiveAgents.parse(await api('GET', '/v1/agents'));
+
+  beforeAll(async () => {
+    try {
+      await stack.start({ REDIS_PASSWORD: password, FSBENCH_REDIS_TLS_DIR: tls.dir, FSBENCH_REDIS_TLS_PUBLISH: `127.0.0.1:${await freePort()}` });
+      await compose(['up', '-d']);
+      await until('a live agent', async () => ((await agentsNow()).agents.length === 1 ? true : undefined), { ms: 120_000, everyMs: 500, retryErrors: true });
+    } catch (err) {
+      await stack.teardown().catch(() => undefined);
+      throw err;
+    }
+  }, 900_000);
+
+  afterAll(async () => {
+    if (Object.keys(secondEnv).length > 0) await onSecond(['down', '-v', '--remove-orphans', '--timeout', '20'], 180_000);
+    rmSync(second.dir, { recursive: true, force: true });
+    rmSync(tls.dir, { recursive: true, force: true });
+    await stack.teardown();
+    expect(await stack.left()).toEqual([]);
+    expect(await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${second.project}`] } })).toEqual([]);
+  }, 300_000);
+
+  it("names this machine's agent by the host's /etc/hostname, and keeps the name, its history and its key when the container is recreated", async () => {
+    expect(HOST_NAME).toBeDefined();
+    const matrix = 'name: e2e-naming\nworkload: noop\nwarmup: 0\nrepetitions: 3\nparams:\n  value: [1, 2]\n';
+    const before = await agentsNow();
+    expect(before.agents.map((a) => a.machine)).toEqual([HOST_NAME]);
+    const [container] = await docker.listContainers({ filters: { label: [`com.docker.compose.project=${stack.project}`, 'com.docker.compose.service=agent'] } });
+    if (container === undefined) throw new Error('no agent container in the project');
+    const firstRuns = await runMatrix(matrix);
+
+    await compose(['up', '-d', '--no-deps', '--force-recreate', 'agent']);
+    const [recreated] = await docker.listContainers({ filters: { label: [`com.docker.compose.project=${stack.project}`, 'com.docker.compose.service=agent'] } });
+    expect(recreated?.Id).toBeDefined();
+    expect(recreated?.Id).not.toBe(container.Id);
+    const oldAgent = before.agents[0]?.agentId;
+    const after = await until('the recreated agent, alone', async () => {
+      const a = await agentsNow();
+      return a.agents.length === 1 && a.agents[0]?.agentId !== oldAgent ? a : undefined;
+    }, { ms: 120_000, everyMs: 500, retryErrors: true });
+    const laterRuns = await runMatrix(matrix);
+
+    // One machine: the live agent, the one key (kept in the agent-state volume, enrolled once), every run.
+    expect(after.agents.map((a) => a.machine)).toEqual([HOST_NAME]);
+    expect(after.keys.map((k) => `${k.machine} ${k.state}`)).toEqual([`${HOST_NAME ?? ''} enrolled`]);
+    expect(firstRuns).toHaveLength(6);
+    expect(laterRuns).toHaveLength(6);
+    expect(new Set([...firstRuns, ...laterRuns].map((r) => `${r.machine} ${r.state}`))).toEqual(new Set([`${HOST_NAME ?? ''} ok`]));
+    // One history: a series per cell and metric, on this machine, with a point from each matrix.
+    const history = HistoryPageSchema.parse(await api('GET', '/v1/history?name=e2e-naming'));
+    expect(history.series.length).toBeGreaterThan(0);
+    expect(new Set(history.series.map((x) => x.machine))).toEqual(new Set([HOST_NAME]));
+    expect(new Set(history.series.map((x) => x.label))).toEqual(new Set(['value=1', 'value=2']));
+    const keys = history.series.map((x) => `${x.metric} ${x.label}`);
+    expect(new Set(keys).size).toBe(keys.length);
+    for (const x of history.series) expect(x.points, `${x.metric} ${x.label}`).toHaveLength(2);
+  }, 600_000);
+
+  it('runs an agent from a copy of compose.agent.yaml in an empty directory, with the image and settings only, under the name it was given', async () => {
+    copyFileSync(path.join(PACKAGE_ROOT, 'compose.agent.yaml'), path.join(second.dir, 'compose.agent.yaml'));
+    const { stdout: jobKey } = await compose(['exec', '-T', 'coordinator', 'cat', '/data/job-key.pub.pem']);
+    const { tokens } = z.object({ tokens: z.array(z.string()).length(1) }).loose().parse(await api('POST', '/v1/agents/tokens', { json: { count: 1 } }));
+    secondEnv = {
+      ...baseEnv(),
+      FSBENCH_IMAGE: IMAGE,
+      // Redis's TLS port with its password, checked against the CA given as PEM text, as on another machine.
+      REDIS_URL: `rediss://:${password}@redis:6380`,
+      FSBENCH_REDIS_CA: tls.ca,
+      FSBENCH_JOB_KEY: jobKey,
+      FSBENCH_ENROLL_TOKEN: tokens[0] ?? '',
+      FSBENCH_MACHINE: 'e2e-second',
+      FSBENCH_LABELS: 'e2e-second',
+      // Another host as far as placement goes, though it shares this kernel.
+      FSBENCH_HOST_ID: 'e2e-second',
+    };
+    const config = configOf(['compose.agent.yaml'], secondEnv, second.dir);
+    expect(Object.keys(config.services)).toEqual(['agent']);
+    expect(config.services['agent']?.build).toBeUndefined();
+
+    // Created, then put on machine A's network (the only way between the two projects here), then started.
+    await onSecond(['up', '--no-start']);
+    const [created] = await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${second.project}`, 'com.docker.compose.service=agent'] } });
+    if (created === undefined) throw new Error('compose.agent.yaml created no agent container');
+    const Mounts = z.object({ Mounts: z.array(z.object({ Type: z.string(), Source: z.string(), Destination: z.string() }).loose()) }).loose();
+    const binds = Mounts.parse(await docker.getContainer(created.Id).inspect()).Mounts.filter((m) => m.Type === 'bind');
+    // Nothing of a checkout: the host's hostname file only.
+    expect(binds.map((m) => `${m.Source} ${m.Destination}`)).toEqual(['/etc/hostname /run/fsbench-host/hostname']);
+    await docker.getNetwork(`${stack.project}_default`).connect({ Container: created.Id });
+    await onSecond(['start']);
+
+    const enrolled = await until('the second machine enrolled and live', async () => {
+      const a = await agentsNow();
+      const mine = a.agents.find((x) => x.hostId === 'e2e-second');
+      return mine !== undefined && a.keys.some((k) => k.hostId === 'e2e-second' && k.state === 'enrolled') ? a : undefined;
+    }, { ms: 120_000, everyMs: 500, retryErrors: true });
+    expect(enrolled.keys.filter((k) => k.hostId === 'e2e-second').map((k) => `${k.machine} ${k.state} ${k.via ?? ''}`)).toEqual(['e2e-second enrolled token']);
+
+    const runs = await runMatrix('name: e2e-second\nworkload: noop\nwarmup: 0\nrepetitions: 2\nparams:\n  value: [1, 2]\nplacement: all\n');
+    expect(runs.every((r) => r.state === 'ok')).toBe(true);
+    expect(runs.filter((r) => r.machine === 'e2e-second')).toHaveLength(4);
+    expect(runs.filter((r) => r.machine === HOST_NAME)).toHaveLength(4);
+    expect(runs).toHaveLength(8);
+  }, 600_000);
 });
 
 describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', () => {
@@ -382,7 +669,6 @@ describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', 
   beforeAll(async () => {
     try {
       await stack.start();
-      // The images of the stack above (built here too when this block runs alone).
       await compose(['up', '-d']);
       await until('a live agent', async () => (Agents.parse(await api('GET', '/v1/agents')).hosts === 1 ? true : undefined), { ms: 120_000, everyMs: 500, retryErrors: true });
     } catch (err) {

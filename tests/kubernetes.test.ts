@@ -41,11 +41,14 @@ const EXEMPT: Exemptions = {
   privileged: [AGENT],
 };
 
-/** compose.yaml's images with its defaults filled in (`${FSBENCH_IMAGE_TAG:-local}` is `local`). */
+/** compose.yaml's images, each once, with its defaults filled in (`${FSBENCH_IMAGE:-fsbench:0.1.0}` is `fsbench:0.1.0`). */
 const COMPOSE_IMAGES = (() => {
   const compose = z.object({ services: z.record(z.string(), z.looseObject({ image: z.string().optional() })) }).parse(parseYaml(readFileSync(path.join(PACKAGE_ROOT, 'compose.yaml'), 'utf8')));
-  return Object.values(compose.services).flatMap((s) => (s.image === undefined ? [] : [s.image.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')]));
+  return [...new Set(Object.values(compose.services).flatMap((s) => (s.image === undefined ? [] : [s.image.replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1')])))];
 })();
+
+/** The one fsbench image, as compose.yaml builds it: fsbench:<package.json's version>. */
+const FSBENCH_IMAGE = `fsbench:${z.object({ version: z.string() }).parse(JSON.parse(readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8'))).version}`;
 
 /** Every name fsbench reads a setting by: the variable, and `_FILE` for a secret one. */
 const SETTING_NAMES = new Set(Object.values(SETTINGS).flatMap((s) => ('secret' in s ? [s.env, `${s.env}_FILE`] : [s.env])));
@@ -134,7 +137,10 @@ describe('deploy/kubernetes renders', () => {
   it('the images as compose.yaml names them', () => {
     const images = (objects: readonly K8sObject[]) => [...new Set(podsOf(objects).flatMap((p) => containersOf(p.spec).map(({ container: c }) => c['image'])))].sort();
     expect(images(fresh())).toEqual([...COMPOSE_IMAGES].sort());
-    expect(COMPOSE_IMAGES).toEqual(expect.arrayContaining(['fsbench-coordinator:local', 'fsbench-agent:local']));
+    expect(COMPOSE_IMAGES).toContain(FSBENCH_IMAGE);
+    // Coordinator and agents alike (and their init containers) run the one image.
+    const fsbench = podsOf(fresh()).flatMap((p) => containersOf(p.spec).map(({ container: c }) => c['image'])).filter((i) => i !== 'redis:7-bookworm');
+    expect(fsbench).toEqual([FSBENCH_IMAGE, FSBENCH_IMAGE, FSBENCH_IMAGE, FSBENCH_IMAGE]);
   });
 
   it('the private job key only in the coordinator namespace, the agents get the public one', () => {
@@ -172,12 +178,12 @@ describe('deploy/kubernetes renders', () => {
           'kind: Kustomization',
           `resources: [${JSON.stringify(DEPLOY)}]`,
           'images:',
-          '  - { name: fsbench-agent, newName: registry.example.com/fsbench-agent, newTag: "1.0" }',
+          '  - { name: fsbench, newName: registry.example.com/fsbench, newTag: "1.0" }',
           '',
         ].join('\n'),
       );
       const images = podsOf(render(overlay)).flatMap((p) => containersOf(p.spec).map(({ container: c }) => c['image']));
-      expect(images.filter((i) => typeof i === 'string' && i.includes('agent'))).toEqual(['registry.example.com/fsbench-agent:1.0', 'registry.example.com/fsbench-agent:1.0']);
+      expect(images.filter((i) => typeof i === 'string' && i.includes('fsbench'))).toEqual(Array.from({ length: 4 }, () => 'registry.example.com/fsbench:1.0'));
     } finally {
       await rm(overlay, { recursive: true, force: true });
     }
@@ -425,9 +431,9 @@ describe('each check fails on a planted mistake', () => {
       check: 'images',
       what: 'another tag',
       mutate: (o) => {
-        container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator')['image'] = 'fsbench-coordinator:latest';
+        container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator')['image'] = 'fsbench:latest';
       },
-      expect: "has another tag than compose.yaml's fsbench-coordinator:local",
+      expect: `has another tag than compose.yaml's ${FSBENCH_IMAGE}`,
     },
     {
       check: 'setting names',
