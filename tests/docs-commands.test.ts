@@ -116,7 +116,8 @@ function fsbenchProblem(tokens: readonly string[]): string | null {
     }
     words.push(arg);
   }
-  if (words.length === 0) return args.length === 0 || args[0]?.startsWith('-') ? null : `no command '${args[0] ?? ''}'`;
+  // `fsbench --version`, or `fsbench <command> --help`: a placeholder stands for any command.
+  if (words.length === 0) return args.length === 0 || args[0]?.startsWith('-') || args[0]?.startsWith('<') ? null : `no command '${args[0] ?? ''}'`;
   const accepted = help(words);
   const unknown = longOptions(args).filter((o) => !new RegExp(`(^|[\\s,])${o}(?![\\w-])`, 'm').test(accepted));
   return unknown.length === 0 ? null : `fsbench ${words.join(' ')} has no option ${unknown.join(', ')}`;
@@ -223,6 +224,7 @@ describe('the commands in README and docs', () => {
     expect(problemsOf('node dist/bench/no-such-bench.js')).toHaveLength(1);
     expect(problemsOf('npx fsbench run examples/no-such.yaml --out x.jsonl')).toHaveLength(1);
     expect(problemsOf('npx fsbench compare a.jsonl b.jsonl --metric createMs,statMs --format md')).toEqual([]);
+    expect(problemsOf('fsbench <command> --help')).toEqual([]);
   });
 
   it('quote the watchers figures the committed data gives', async () => {
