@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { parseDuration } from '../contract/units.js';
 import { liveAgents } from '../queue/registry.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 import { requireRead, requireWrite, type AuthConfig } from './auth.js';
 import { withDeadline } from './deadline.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
@@ -63,7 +64,7 @@ export function agentsRouter(d: AgentsDeps): Router {
   router.get('/v1/agents', read, async (_req, res) => {
     const agents = await withDeadline(liveAgents(d.redis, d.prefix), 'reading the live agents');
     const keys = d.enrollment?.list() ?? [];
-    res.json({ hosts: new Set(agents.map((a) => a.hostId)).size, agents, keys, pending: keys.filter((k) => k.state === 'pending').length });
+    res.json({ version: FSBENCH_VERSION, hosts: new Set(agents.map((a) => a.hostId)).size, agents, keys, pending: keys.filter((k) => k.state === 'pending').length });
   });
 
   router.post('/v1/agents/approve', write, body, async (req, res) => {

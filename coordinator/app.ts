@@ -25,6 +25,7 @@ import { matricesRouter, type MatricesDeps } from './matrices.js';
 import { agentsRouter } from './agents.js';
 import { coordinatorMetrics } from './metrics.js';
 import type { RedisHealthView } from '../queue/redis-health.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 
 export interface AppDeps extends MatricesDeps {
   /** `GET /metrics`; one reading this app's own deps when not given. */
@@ -150,10 +151,10 @@ export function buildApp(d: AppDeps): Express {
   app.get('/healthz', (_req, res) => {
     const redis = d.redisHealth?.();
     if (redis === undefined || redis.reachable) {
-      res.json({ ok: true });
+      res.json({ ok: true, version: FSBENCH_VERSION });
       return;
     }
-    res.status(503).json({ ok: false, reason: redis.reason ?? 'Redis is unreachable', since: redis.since });
+    res.status(503).json({ ok: false, version: FSBENCH_VERSION, reason: redis.reason ?? 'Redis is unreachable', since: redis.since });
   });
 
   app.get('/readyz', async (_req, res) => {

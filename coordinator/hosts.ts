@@ -9,7 +9,7 @@
  * up no host early, and an agent's clock keeps no host alive.
  */
 import type { RedisConnection } from '../queue/redis.js';
-import { readRegistry } from '../queue/registry.js';
+import { readRegistry, type AgentStatus } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
 import { maxRepetitions } from '../contract/matrix.js';
 import type { Dispatcher } from './dispatch.js';
@@ -25,6 +25,8 @@ export interface HostWatchDeps {
   readonly timeoutMs: number;
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
   readonly log: (line: string) => void;
+  /** The live agents at each check, for whoever else watches them (their versions). */
+  readonly onLive?: (agents: readonly AgentStatus[]) => void;
 }
 
 /** Matrices looked at per check: the unfinished ones, newest first. */
@@ -45,6 +47,7 @@ export class HostWatch {
     const { store } = this.deps;
     const registry = await readRegistry(this.deps.redis, this.deps.prefix);
     const now = registry.serverNow;
+    this.deps.onLive?.(registry.live);
     const live = new Map<string, number>();
     for (const a of registry.live) live.set(a.hostId, Math.max(live.get(a.hostId) ?? 0, Date.parse(a.lastHeartbeat) + a.ttlMs));
     const unfinished = [...store.listMatrices(MATRICES_PER_CHECK, 'running'), ...store.listMatrices(MATRICES_PER_CHECK, 'queued')];

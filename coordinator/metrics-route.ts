@@ -15,6 +15,8 @@ export interface MetricsSnapshot {
   readonly runsByState: Readonly<Record<'ok' | 'failed' | 'skipped', number>>;
   readonly matricesByState: Readonly<Partial<Record<'queued' | 'running' | 'done' | 'cancelled', number>>>;
   readonly liveAgents: number;
+  /** Live agents whose fsbench version is not the coordinator's. */
+  readonly liveAgentsOtherVersion?: number;
   /** Times the live agents' watchdogs recreated their workers (agent/watchdog.ts), summed. */
   readonly workerRestarts?: number;
   /** Jobs agents refused, by error code (JOB_MISROUTED, JOB_EXPIRED, ...), since Redis was new. */
@@ -32,6 +34,8 @@ export interface MetricsDeps {
    * config. Open when omitted.
    */
   readonly read?: RequestHandler;
+  /** The coordinator's fsbench version, as `fsbench_build_info{version}`; none when omitted. */
+  readonly version?: string;
   /** Also export Node's process metrics (event loop lag, heap, GC); default true. */
   readonly processMetrics?: boolean;
 }
@@ -90,6 +94,21 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
     async collect() {
       const s = await snapshot();
       for (const state of ['queued', 'running', 'done', 'cancelled'] as const) this.set({ state }, s.matricesByState[state] ?? 0);
+    },
+  });
+  if (deps.version !== undefined) {
+    // The Prometheus convention for what is running: a constant 1, the facts in labels.
+    new Gauge({ name: 'fsbench_build_info', help: 'The fsbench version and Node.js release of this coordinator: always 1.', labelNames: ['version', 'node'] as const, registers: [registry] }).set(
+      { version: deps.version, node: process.version },
+      1,
+    );
+  }
+  new Gauge({
+    name: 'fsbench_live_agents_other_version',
+    help: "Live agents whose fsbench version is not this coordinator's (each also logged once, event agent.version-differs).",
+    registers: [registry],
+    async collect() {
+      this.set((await snapshot()).liveAgentsOtherVersion ?? 0);
     },
   });
   new Gauge({

@@ -12,6 +12,7 @@ import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET } from '../queue/jobs.js';
 import type { Store } from './store.js';
 import { z } from 'zod';
+import { FSBENCH_VERSION } from '../host/version.js';
 import { refusalsKey } from '../queue/keys.js';
 import type { Enrollment } from './enrollment.js';
 
@@ -55,6 +56,7 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
     runsByState,
     matricesByState,
     liveAgents: agents.length,
+    liveAgentsOtherVersion: agents.filter((a) => a.fingerprint.fsbench !== FSBENCH_VERSION).length,
     workerRestarts: agents.reduce((n, a) => n + (a.workerRestarts ?? 0), 0),
     refusedJobs: RefusalCounts.parse(await s.redis.hgetall(refusalsKey(s.prefix))),
     ...(s.enrollment ? { agentKeys: s.enrollment.counts() } : {}),
@@ -62,5 +64,5 @@ async function snapshot(s: MetricsSources): Promise<MetricsSnapshot> {
 }
 
 export function coordinatorMetrics(s: MetricsSources): CoordinatorMetrics {
-  return createMetrics({ snapshot: () => snapshot(s), ...(s.auth ? { read: requireRead(s.auth) } : {}) });
+  return createMetrics({ snapshot: () => snapshot(s), version: FSBENCH_VERSION, ...(s.auth ? { read: requireRead(s.auth) } : {}) });
 }

@@ -225,7 +225,7 @@ export function openApiDocument(version: string): JsonSchema {
         Submitted: schema(Submitted, 'output'),
         Cancelled: schema(Cancelled, 'output'),
         Run: schema(RunView, 'output'),
-        Agents: schema(z.object({ hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
+        Agents: schema(z.object({ version: z.string().describe("the coordinator's fsbench version: an agent whose fingerprint says another is logged and counted"), hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
         AgentKey: schema(AgentKeyView.strict(), 'output'),
         Error: {
           type: 'object',
@@ -454,16 +454,16 @@ export function openApiDocument(version: string): JsonSchema {
       },
       '/healthz': {
         get: {
-          summary: 'Health: the process answers and reaches Redis. Not checked for the Host or a token, so that any probe reaches it; it says nothing else',
+          summary: "Health: the process answers and reaches Redis, and its fsbench version. Not checked for the Host or a token, so that any probe reaches it; it says nothing else",
           responses: {
-            '200': { description: 'alive, and Redis answers', content: json({ type: 'object', required: ['ok'], additionalProperties: false, properties: { ok: { const: true } } }) },
+            '200': { description: 'alive, and Redis answers', content: json({ type: 'object', required: ['ok', 'version'], additionalProperties: false, properties: { ok: { const: true }, version: { type: 'string' } } }) },
             '503': {
               description: 'Redis is unreachable: `reason` names it and the last error, `since` when it was lost',
               content: json({
                 type: 'object',
-                required: ['ok', 'reason', 'since'],
+                required: ['ok', 'version', 'reason', 'since'],
                 additionalProperties: false,
-                properties: { ok: { const: false }, reason: { type: 'string' }, since: { type: 'string', format: 'date-time' } },
+                properties: { ok: { const: false }, version: { type: 'string' }, reason: { type: 'string' }, since: { type: 'string', format: 'date-time' } },
               }),
             },
           },

@@ -10,6 +10,8 @@ import { Collector } from './collector.js';
 import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher, enqueueRequest } from './dispatch.js';
 import { HostWatch } from './hosts.js';
+import { AgentVersions } from './versions.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 import type { NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
@@ -251,6 +253,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
   });
   collector.start();
+  const versions = new AgentVersions(FSBENCH_VERSION, (line, fields) => {
+    logger.warn({ component: 'hosts', ...fields }, line);
+  });
   const hosts = new HostWatch({
     store,
     dispatcher,
@@ -261,6 +266,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       hub.changed(ids);
     },
     log: logTo(logger.child({ component: 'hosts' })),
+    onLive: (agents) => {
+      versions.note(agents);
+    },
   });
   const hostTimer = everyInTurn(() => hosts.check(), Math.min(HOST_CHECK_MS, s.hostTimeout / 2), 'watching hosts', log);
   const enrollTimer = everyInTurn(() => enrollment.sync(), ENROLL_SYNC_MS, 'enrolling agents', log);
