@@ -17,7 +17,6 @@ import { awaitRedis, connectRedis, shownRedis, type RedisChannel } from '../queu
 import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { isContainerId, readMachineName } from '../host/machine-name.js';
-import { loadSettings } from '../settings/index.js';
 import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
@@ -113,10 +112,7 @@ const STOP_REDIS_MS = 5_000;
  */
 async function machineName(s: AgentSettings, log: HealthLog): Promise<string | undefined> {
   if (s.machine !== undefined) return s.machine;
-  // Read here when the caller did not load it: the CLI's agent command loads its settings by a
-  // list of names (cli/remote.ts) that FSBENCH_MACHINE_FILE must reach whether it is on it or not.
-  const file = s.machineFile ?? loadSettings(['machineFile']).machineFile;
-  if (file !== undefined) return readMachineName(file);
+  if (s.machineFile !== undefined) return readMachineName(s.machineFile);
   const hostname = os.hostname();
   if (await isContainerId(hostname)) {
     log(

@@ -41,7 +41,7 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 
 const AGENT_SETTINGS = [
   'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
-  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy', 'machineFile',
   'healthFile',
 ] as const satisfies readonly SettingName[];
 
@@ -249,16 +249,17 @@ export function registerRemoteCommands(program: Command): void {
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
         return;
       }
-      const { agents: live, keys } = z.object({ agents: z.array(AgentStatus), keys: z.array(AgentKeyView) }).parse(body);
+      const { agents: live, keys, version } = z.object({ version: z.string().optional(), agents: z.array(AgentStatus), keys: z.array(AgentKeyView) }).parse(body);
       const rows = live.map((a) => [
         a.machine,
         a.hostId.slice(0, 8),
         a.labels.join(',') || '-',
+        a.fingerprint.fsbench,
         `${age(a.lastHeartbeat)} ago`,
         a.currentRun ? `${a.currentRun.matrixId} ${a.currentRun.cellId}#${a.currentRun.repetition}` : 'idle',
         String(a.runsDone),
       ]);
-      const table = [['MACHINE', 'HOST', 'LABELS', 'HEARTBEAT', 'RUN', 'DONE'], ...rows];
+      const table = [['MACHINE', 'HOST', 'LABELS', 'VERSION', 'HEARTBEAT', 'RUN', 'DONE'], ...rows];
       const [heading] = table;
       if (heading) process.stdout.write(columns(table)(heading));
       // The machine's facts under its row: too long for a column, and what tells two agents' numbers apart.
@@ -267,6 +268,8 @@ export function registerRemoteCommands(program: Command): void {
         if (r) process.stdout.write(`${columns(table)(r)}  ${factsLine(a.fingerprint)}\n`);
       });
       if (live.length === 0) log('no live agent');
+      const others = live.filter((a) => version !== undefined && a.fingerprint.fsbench !== version);
+      if (others.length > 0) log(`warning: ${String(others.length)} agent(s) run another fsbench version than the coordinator's ${version ?? ''}: ${others.map((a) => `${a.machine} (${a.fingerprint.fsbench})`).join(', ')}`);
       if (keys.length > 0) {
         const keyTable = [['KEY', 'STATE', 'MACHINE', 'HOST', 'SINCE'], ...keys.map((k) => [k.key, k.state === 'enrolled' ? `enrolled (${k.via ?? '?'})` : 'PENDING', k.machine, k.hostId, k.enrolledAt ?? k.firstSeen])];
         process.stdout.write('\n');
