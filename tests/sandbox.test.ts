@@ -21,7 +21,8 @@ import { SandboxOutput, sandboxedCell, WORK_DIR } from '../sandbox/protocol.js';
 import { LABEL_OWNER, LABEL_RUN, SandboxRunner } from '../sandbox/runner.js';
 import { cellOf, tempDir } from './helpers/local.js';
 
-const IMAGE = 'fsbench-agent:local';
+// The one image (docker/Dockerfile), under a tag of these tests: the sandbox starts its run containers from it.
+const IMAGE = 'fsbench-test:sandbox';
 const docker = dockerClient();
 // No skipping: without an engine these tests fail and say what to install (`npm test` does it first, in scripts/prepare-host.sh).
 if (!(await engineReachable(docker))) throw new Error('the sandbox tests need a running Docker engine: `npm test` starts one (scripts/prepare-host.sh)');
@@ -89,7 +90,7 @@ describe('sandbox runner (Docker engine)', () => {
   });
 
   beforeAll(async () => {
-    execFileSync('docker', ['build', '-q', '-f', 'docker/Dockerfile', '--target', 'agent', '-t', IMAGE, '.'], {
+    execFileSync('docker', ['build', '-q', '-f', 'docker/Dockerfile', '-t', IMAGE, '.'], {
       cwd: PACKAGE_ROOT,
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -115,7 +116,8 @@ describe('sandbox runner (Docker engine)', () => {
       "import { dockerFingerprintIfAny } from '/app/dist/sandbox/fingerprint.js'; process.stdout.write(JSON.stringify(await dockerFingerprintIfAny()));";
     const out = execFileSync(
       'docker',
-      ['run', '--rm', '--cpus', '1.5', '--memory', '256m', '-v', '/var/run/docker.sock:/var/run/docker.sock', '--entrypoint', 'node', IMAGE, '--input-type=module', '-e', script],
+      // Root, as an agent runs: the Docker socket is root's.
+      ['run', '--rm', '--user', '0', '--cpus', '1.5', '--memory', '256m', '-v', '/var/run/docker.sock:/var/run/docker.sock', '--entrypoint', 'node', IMAGE, '--input-type=module', '-e', script],
       { encoding: 'utf8' },
     );
     const f = DockerFingerprint.parse(JSON.parse(out));

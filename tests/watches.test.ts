@@ -299,7 +299,7 @@ describe('through the coordinator, with a real agent', () => {
 });
 
 describe('in a sandbox container', () => {
-  const IMAGE = 'fsbench-agent:local';
+  const IMAGE = 'fsbench-test:sandbox';
   const docker = dockerClient();
   const scratch = tempDir('fsbench-watches-sandbox-');
   let journal: Journal;
@@ -307,7 +307,7 @@ describe('in a sandbox container', () => {
 
   beforeAll(async () => {
     if (!(await engineReachable(docker))) throw new Error('the sandbox test needs a running Docker engine: `npm test` starts one (scripts/prepare-host.sh)');
-    execFileSync('docker', ['build', '-q', '-f', 'docker/Dockerfile', '--target', 'agent', '-t', IMAGE, '.'], { cwd: PACKAGE_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync('docker', ['build', '-q', '-f', 'docker/Dockerfile', '-t', IMAGE, '.'], { cwd: PACKAGE_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
     journal = await Journal.open(path.join(scratch.dir, 'journal'));
     sandbox = await SandboxRunner.connect({ docker, image: IMAGE });
   }, 900_000);
