@@ -1,37 +1,14 @@
 #!/usr/bin/env node
 /**
- * The fsbench command line. Each command lives in its own module and registers itself here;
- * this file owns the single exit point that turns any error into one clear line, `fsbench:
+ * The fsbench command line. Each command lives in its own module and registers itself in
+ * cli/program.ts; this file owns the single exit point that turns any error into one clear line, `fsbench:
  * <message> [<CODE>]`, and the exit code the contract's catalog gives that code.
  */
-import { Command, CommanderError } from 'commander';
+import { CommanderError } from 'commander';
 import { ERRORS, errorLine, FsbenchError, toFsbenchError } from '../contract/errors.js';
-import { registerCompareCommands } from './compare.js';
-import { registerGateCommands } from './gate.js';
-import { registerHistoryCommands } from './history.js';
-import { registerLocalCommands } from './local.js';
-import { registerOperateCommands } from './operate.js';
-import { registerRemoteCommands } from './remote.js';
-import { registerReportCommands } from './report.js';
-import { registerSandboxCommands } from './sandbox.js';
-import { FSBENCH_VERSION } from '../host/version.js';
+import { buildProgram } from './program.js';
 
-const program = new Command('fsbench')
-  .description('Distributed benchmarks of Linux filesystem behaviour: inotify throughput and metadata workloads')
-  .version(FSBENCH_VERSION, '-V, --version', 'print the version of fsbench and exit')
-  .showHelpAfterError()
-  .configureOutput({ writeErr: (s) => process.stderr.write(s) })
-  // Before the commands register: they inherit it, so a bad command line reaches the exit point below.
-  .exitOverride();
-
-registerLocalCommands(program);
-registerCompareCommands(program);
-registerGateCommands(program);
-registerHistoryCommands(program);
-registerReportCommands(program);
-registerRemoteCommands(program);
-registerOperateCommands(program);
-registerSandboxCommands(program);
+const program = buildProgram();
 
 // A reader that went away (`fsbench report runs.jsonl | head`) is no error of ours: stop writing,
 // quietly, with the exit code as it stands. Nothing is written to stdout before a run's cleanup.

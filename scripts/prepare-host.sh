@@ -30,6 +30,7 @@ REQUIREMENTS=(
   docker:docker.io dockerd:docker.io
   debootstrap:debootstrap
   /usr/bin/chromium:chromium
+  zsh:zsh
 )
 
 log() { printf 'prepare-host: %s\n' "$*" >&2; }
