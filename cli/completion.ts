@@ -42,33 +42,19 @@ function nodes(program: Command): Node[] {
   return out;
 }
 
+/** A bash function that echoes the words for its first argument, one case a key. */
+function lookup(name: string, rows: readonly (readonly [key: string, words: readonly string[]])[]): string {
+  return [`${name}() {`, '  case "$1" in', ...rows.map(([key, list]) => `    ${key}) echo "${words(list)}" ;;`), '  esac', '}'].join('\n');
+}
+
 export function bashCompletion(program: Command): string {
   const all = nodes(program);
-  const subs = all.filter((n) => n.subs.length > 0).map((n) => `    "${n.path}") echo "${words(n.subs)}" ;;`);
-  const flags = all.map((n) => `    "${n.path}") echo "${words(n.flags)}" ;;`);
-  const argument = all.filter((n) => n.argument.length > 0).map((n) => `    "${n.path}") echo "${words(n.argument)}" ;;`);
-  const choices = all.flatMap((n) => n.choices.map((c) => `    ${c.flags.map((f) => `"${n.path}:${f}"`).join('|')}) echo "${words(c.values)}" ;;`));
+  const at = (path: string) => `"${path}"`;
   return `# bash completion for fsbench ${program.version() ?? ''}: eval "$(fsbench completion bash)" in ~/.bashrc
-_fsbench_subs() {
-  case "$1" in
-${subs.join('\n')}
-  esac
-}
-_fsbench_flags() {
-  case "$1" in
-${flags.join('\n')}
-  esac
-}
-_fsbench_choices() {
-  case "$1" in
-${choices.join('\n')}
-  esac
-}
-_fsbench_argument() {
-  case "$1" in
-${argument.join('\n')}
-  esac
-}
+${lookup('_fsbench_subs', all.filter((n) => n.subs.length > 0).map((n) => [at(n.path), n.subs]))}
+${lookup('_fsbench_flags', all.map((n) => [at(n.path), n.flags]))}
+${lookup('_fsbench_choices', all.flatMap((n) => n.choices.map((c) => [c.flags.map((f) => at(`${n.path}:${f}`)).join('|'), c.values] as const)))}
+${lookup('_fsbench_argument', all.filter((n) => n.argument.length > 0).map((n) => [at(n.path), n.argument]))}
 _fsbench() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" prev="\${COMP_WORDS[COMP_CWORD-1]}" path="" i w
   # The command path so far: each word that is a subcommand of the path before it.
@@ -78,27 +64,14 @@ _fsbench() {
       *" $w "*) path="\${path:+$path }$w" ;;
     esac
   done
+  # The first that offers anything: a flag's values, flags (when one is begun), subcommands, the argument's values.
   local values
-  values="$(_fsbench_choices "$path:$prev")"
-  if [[ -n "$values" ]]; then
-    COMPREPLY=($(compgen -W "$values" -- "$cur"))
-    return
-  fi
-  if [[ "$cur" == -* ]]; then
-    COMPREPLY=($(compgen -W "$(_fsbench_flags "$path")" -- "$cur"))
-    return
-  fi
-  local subs
-  subs="$(_fsbench_subs "$path")"
-  if [[ -n "$subs" ]]; then
-    COMPREPLY=($(compgen -W "$subs" -- "$cur"))
-    return
-  fi
-  values="$(_fsbench_argument "$path")"
-  if [[ -n "$values" ]]; then
-    COMPREPLY=($(compgen -W "$values" -- "$cur"))
-    return
-  fi
+  for values in "$(_fsbench_choices "$path:$prev")" "$([[ "$cur" == -* ]] && _fsbench_flags "$path")" "$(_fsbench_subs "$path")" "$(_fsbench_argument "$path")"; do
+    if [[ -n "$values" ]]; then
+      COMPREPLY=($(compgen -W "$values" -- "$cur"))
+      return
+    fi
+  done
   COMPREPLY=($(compgen -f -- "$cur"))
 }
 complete -o filenames -F _fsbench fsbench
