@@ -227,42 +227,39 @@ describe('the commands in README and docs', () => {
     expect(problemsOf('fsbench <command> --help')).toEqual([]);
   });
 
-  it('quote the watchers figures the committed data gives', async () => {
+  /** `fsbench report` of the committed watchers data, as a user unpacks and reads it. */
+  async function watchersReport(): Promise<string> {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'fsbench-docs-'));
     try {
       const file = path.join(dir, 'watchers.jsonl');
       execFileSync('bash', ['-c', `gunzip -c docs/data/watchers.jsonl.gz > ${file}`], { cwd: ROOT });
-      const { stdout } = await run(process.execPath, [cli, 'report', file]);
-      // The raw reader's events, fs.watch's share of them, and the libraries' one event per file.
-      expect(stdout).toMatch(/backend=inotify watch=dir mark=inode\s+eventsPerSec[^\n]*\n\s+events\s+3\s+437479\s/);
-      expect(stdout).toMatch(/41% in backend=fswatch/);
-      expect(stdout).toMatch(/backend=parcel[^\n]*\n\s+events\s+3\s+128\s/);
-      for (const doc of ['docs/workloads.md', 'docs/fanotify-vs-inotify.md']) {
-        expect(read(doc), doc).toContain('437,479');
-        expect(read(doc), doc).toMatch(/41%/);
-      }
+      return (await run(process.execPath, [cli, 'report', file])).stdout;
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it('quote the watchers figures the committed data gives', async () => {
+    const stdout = await watchersReport();
+    // The raw reader's events, fs.watch's share of them, and the libraries' one event per file.
+    expect(stdout).toMatch(/backend=inotify watch=dir mark=inode\s+eventsPerSec[^\n]*\n\s+events\s+3\s+437479\s/);
+    expect(stdout).toMatch(/41% in backend=fswatch/);
+    expect(stdout).toMatch(/backend=parcel[^\n]*\n\s+events\s+3\s+128\s/);
+    for (const doc of ['docs/workloads.md', 'docs/fanotify-vs-inotify.md']) {
+      expect(read(doc), doc).toContain('437,479');
+      expect(read(doc), doc).toMatch(/41%/);
     }
   }, 60_000);
 
   it('show the summary `fsbench run` and `fsbench report` print today', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'fsbench-docs-'));
-    try {
-      const file = path.join(dir, 'watchers.jsonl');
-      execFileSync('bash', ['-c', `gunzip -c docs/data/watchers.jsonl.gz > ${file}`], { cwd: ROOT });
-      const { stdout } = await run(process.execPath, [cli, 'report', file]);
-      const printed = stdout.split('\n');
-      const example = /^## What a report looks like[\s\S]*?^```\n([\s\S]*?)^```/m.exec(read('README.md'))?.[1]?.split('\n') ?? [];
-      expect(example.length).toBeGreaterThan(10);
-      // The lines that do not depend on the cells: the matrix's description, the run count's
-      // warning and the table's columns.
-      const anyCells = (l: string | undefined) => (l ?? '').replace(/^\d+ cells on \S+;/, 'N cells on M;');
-      expect(anyCells(example[1])).toBe(anyCells(printed[1]));
-      expect(example[2]).toBe(printed[2]);
-      expect(example[4]?.split(/\s+/)).toEqual(printed[4]?.split(/\s+/));
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    const printed = (await watchersReport()).split('\n');
+    const example = /^## What a report looks like[\s\S]*?^```\n([\s\S]*?)^```/m.exec(read('README.md'))?.[1]?.split('\n') ?? [];
+    expect(example.length).toBeGreaterThan(10);
+    // The lines that do not depend on the cells: the matrix's description, the run count's
+    // warning and the table's columns.
+    const anyCells = (l: string | undefined) => (l ?? '').replace(/^\d+ cells on \S+;/, 'N cells on M;');
+    expect(anyCells(example[1])).toBe(anyCells(printed[1]));
+    expect(example[2]).toBe(printed[2]);
+    expect(example[4]?.split(/\s+/)).toEqual(printed[4]?.split(/\s+/));
   }, 60_000);
 });
