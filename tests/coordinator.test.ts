@@ -15,6 +15,7 @@ import { CoordinatorClient, readEvents } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
 import { Store } from '../coordinator/store.js';
 import { FsbenchError } from '../contract/errors.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';
@@ -267,7 +268,7 @@ describe('the rest of the API', () => {
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: { code: 'NOT_FOUND', message: 'no matrix nope' } });
     expect((await fetch(`${c.url}/v2/whatever`)).status).toBe(404);
-    expect(await (await fetch(`${c.url}/healthz`)).json()).toEqual({ ok: true });
+    expect(await (await fetch(`${c.url}/healthz`)).json()).toEqual({ ok: true, version: FSBENCH_VERSION });
     expect(await (await fetch(`${c.url}/readyz`)).json()).toEqual({ ready: true, checks: { sqlite: 'ok', redis: 'ok' } });
     const direct = new Redis(cluster.redis().url);
     expect(await direct.hlen(`${c.prefix}:agents`)).toBe(0);

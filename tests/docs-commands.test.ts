@@ -14,7 +14,7 @@
  * The commands are read from the Markdown each time, so the docs and this test cannot drift.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -189,7 +189,8 @@ describe('the commands in README and docs', () => {
       const cwd = path.join(dir, `${path.basename(block.file, '.md')}-${String(block.line)}`);
       mkdirSync(path.join(cwd, 'node_modules', '.bin'), { recursive: true });
       symlinkSync(path.join(ROOT, 'docs'), path.join(cwd, 'docs'));
-      symlinkSync(cli, path.join(cwd, 'node_modules', '.bin', 'fsbench'));
+      // The bin npm gives a package: the compiled CLI run by this Node (tsc leaves it without an execute bit).
+      writeFileSync(path.join(cwd, 'node_modules', '.bin', 'fsbench'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(cli)} "$@"\n`, { mode: 0o755 });
       const { stdout } = await run('bash', ['-e', '-o', 'pipefail', '-c', block.text], {
         cwd,
         // npx must find the local fsbench and never ask a registry.

@@ -15,6 +15,7 @@ import { JOB_KEY_FILE, JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/sign
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
 import { freshCli } from './helpers/local.js';
+import { FSBENCH_VERSION } from '../host/version.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
 /** How long Redis stays away: longer than the first "still unreachable" line (10 s after the loss). */
@@ -157,7 +158,7 @@ describe('Redis stopped for 10 s in the middle of a matrix', () => {
     const results = (await s.client.json('GET', `/v1/matrices/${id}/results`)) as { runs: { cellId: string; repetition: number; state: string }[] };
     expect(new Set(results.runs.map((r) => `${r.cellId}#${r.repetition}`)).size).toBe(60);
     expect(results.runs.every((r) => r.state === 'ok')).toBe(true);
-    expect(await healthz(s.url)).toEqual({ status: 200, body: { ok: true } });
+    expect(await healthz(s.url)).toEqual({ status: 200, body: { ok: true, version: FSBENCH_VERSION } });
     // The agent's file follows within a few beats.
     for (let i = 0; i < 50 && !(JSON.parse(await readFile(s.healthFile, 'utf8')) as { ok: boolean }).ok; i++) await sleep(100);
     expect(JSON.parse(await readFile(s.healthFile, 'utf8'))).toMatchObject({ ok: true });
