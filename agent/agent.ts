@@ -20,7 +20,8 @@ import { isContainerId, readMachineName } from '../host/machine-name.js';
 import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
-import { DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
+import type { HostBudget } from '../runner/host-budget.js';
+import { defaultOf } from '../settings/index.js';
 import { Heartbeat } from './heartbeat.js';
 import { Watchdog } from './watchdog.js';
 import { startHealthFile } from './health-file.js';
@@ -48,7 +49,7 @@ export interface AgentSettings extends RedisChannel {
   readonly stopGrace: number;
   /** FSBENCH_JOURNAL_DIR: the host's journal, shared by every agent of the host (default: in the scratch directory). */
   readonly journalDir?: string | undefined;
-  /** FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES (defaults: DEFAULT_BUDGET). */
+  /** FSBENCH_ALLOWED_TARGETS, FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES (defaults: the settings table's). */
   readonly allowedTargets?: readonly string[];
   readonly maxQueuedEvents?: number;
   readonly maxWatches?: number;
@@ -80,8 +81,12 @@ export interface RunningAgent {
 
 const FINGERPRINT_REFRESH_MS = 60_000;
 const STATE_PURPOSE = { what: 'the agent state directory', setting: 'FSBENCH_STATE_DIR' };
-/** A matrix's record of warmed cells outlives any matrix a coordinator would still run. */
-const WARMED_KEEP_MS = 7 * 24 * 3_600_000;
+/**
+ * A matrix's record of warmed cells lasts as long as a job stays valid under the default
+ * FSBENCH_JOB_TTL (the coordinator's own is not known here); a run that finds it gone only warms
+ * up again.
+ */
+const WARMED_KEEP_MS = defaultOf('jobTtl');
 
 async function kernelBootId(): Promise<string> {
   const id = await readBootId();
@@ -144,9 +149,9 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   };
   let fingerprint: MachineFingerprint = await fingerprintNow();
   const budget: HostBudget = {
-    allowedTargets: s.allowedTargets ?? DEFAULT_BUDGET.allowedTargets,
-    maxQueuedEvents: s.maxQueuedEvents ?? DEFAULT_BUDGET.maxQueuedEvents,
-    maxWatches: s.maxWatches ?? DEFAULT_BUDGET.maxWatches,
+    allowedTargets: s.allowedTargets ?? defaultOf('allowedTargets'),
+    maxQueuedEvents: s.maxQueuedEvents ?? defaultOf('maxQueuedEvents'),
+    maxWatches: s.maxWatches ?? defaultOf('maxWatches'),
   };
   const redis: RedisConnection = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);
