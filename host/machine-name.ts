@@ -10,7 +10,7 @@ import os from 'node:os';
 import { FsbenchError, errnoOf, messageOf } from '../contract/errors.js';
 
 /**
- * FSBENCH_MACHINE's rule (settings/index.ts), which is also a Linux hostname's length
+ * FSBENCH_MACHINE's rule (settings/table.ts), which is also a Linux hostname's length
  * (HOST_NAME_MAX, 64): a name from a file is held to what the setting would accept.
  */
 const MACHINE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
