@@ -34,6 +34,17 @@ export const LAYERS = {
 };
 const MODULES = Object.keys(LAYERS);
 
+/**
+ * The coordinator's rooms (its sub-folders) and the rooms each may import besides itself, in the
+ * same way: no room imports one above it. From outside a room, only its face (`index.ts`) may be
+ * imported: whatever else lies inside is the room's own business. The few files at coordinator/'s
+ * top compose the rooms and import their faces like anyone else.
+ */
+export const ROOMS = {
+  store: [],
+};
+const ROOM_NAMES = Object.keys(ROOMS);
+
 /** One zone per forbidden pair; product code never imports the tests or the benchmarks. */
 const zones = [
   ...MODULES.flatMap((target) =>
@@ -45,6 +56,20 @@ const zones = [
         message: `${target}/ may import only ${LAYERS[target].join(', ') || 'nothing outside itself'} (see LAYERS in eslint.config.js)`,
       })),
   ),
+  ...ROOM_NAMES.flatMap((room) =>
+    ROOM_NAMES.filter((from) => from !== room && !ROOMS[room].includes(from)).map((from) => ({
+      target: `./coordinator/${room}`,
+      from: `./coordinator/${from}`,
+      message: `coordinator/${room}/ may import only the rooms ${ROOMS[room].join(', ') || 'none'} (see ROOMS in eslint.config.js)`,
+    })),
+  ),
+  ...ROOM_NAMES.map((room) => ({
+    // Every file outside the room: elsewhere in the tree, at coordinator/'s top, in another room.
+    target: ['./!(coordinator)/**', './*.ts', './coordinator/*.ts', `./coordinator/!(${room})/**`],
+    from: `./coordinator/${room}`,
+    except: ['./index.ts'],
+    message: `coordinator/${room}/ is imported through its face, coordinator/${room}/index.ts (see ROOMS in eslint.config.js)`,
+  })),
   // Benchmarks share the test fixtures (synthetic runs, a real redis-server), not the tests.
   { target: './bench', from: './tests', except: ['./fixtures'], message: 'bench/ may import tests/fixtures only' },
 ];

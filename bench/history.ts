@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
 import { History } from '../coordinator/history.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
+import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { median } from '../stats/summary.js';
 import { syntheticRunStream } from '../tests/fixtures/synthetic.js';
 

@@ -31,7 +31,7 @@ import { parseMatrix, type Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { loadSettings } from '../settings/index.js';
 import { JOB_PUBLIC_KEY_FILE, writeNewJobKey } from '../queue/signing.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
+import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { startRedis } from '../tests/fixtures/redis-server.js';
 import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
 import { child, stopChild, waitOutput } from '../tests/fixtures/processes.js';

@@ -24,9 +24,8 @@ import { parseMatrix, type Cell } from '../contract/matrix.js';
 import { compareSides, readSide } from '../compare/compare.js';
 import { gate } from '../gate/gate.js';
 import { ReportBuilder } from '../report/build.js';
-import { storeRunSource } from '../coordinator/store-adapter.js';
+import { storeRunSource, Store, type StoredRun } from '../coordinator/store/index.js';
 import { inotifySweepCells, syntheticRunStream } from '../tests/fixtures/synthetic.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
 import { median } from '../stats/summary.js';
 
 const HERE = fileURLToPath(import.meta.url);

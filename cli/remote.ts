@@ -162,7 +162,7 @@ export function registerRemoteCommands(program: Command): void {
     ['dataDir'],
   ).action(async (file: string, opts: Record<string, unknown>) => {
     const { dataDir } = loadSettings(['dataDir'], opts);
-    const { backupDatabase } = await import('../coordinator/backup.js');
+    const { backupDatabase } = await import('../coordinator/store/index.js');
     const s = await backupDatabase(dataDir, file);
     process.stdout.write(`backed up ${String(s.matrices)} matrices and ${String(s.runs)} runs (${formatSize(s.bytes)}) to ${file}\n`);
   });
@@ -175,7 +175,7 @@ export function registerRemoteCommands(program: Command): void {
     ['dataDir'],
   ).action(async (file: string, opts: Record<string, unknown>) => {
     const { dataDir } = loadSettings(['dataDir'], opts);
-    const { restoreDatabase } = await import('../coordinator/backup.js');
+    const { restoreDatabase } = await import('../coordinator/store/index.js');
     const s = await restoreDatabase(file, dataDir);
     const kept = s.replaced === null ? '' : `; the database it replaced is kept as ${s.replaced}`;
     process.stdout.write(`restored ${String(s.matrices)} matrices and ${String(s.runs)} runs from ${file} into ${dataDir}${kept}\n`);

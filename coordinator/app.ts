@@ -13,7 +13,7 @@ import { pinoHttp } from 'pino-http';
 import { compareRouter, resultsUploadRouter } from './compare-routes.js';
 import { History } from './history.js';
 import { historyRouter } from './history-routes.js';
-import { storeResultSink, storeRunSource } from './store-adapter.js';
+import { storeResultSink, storeRunSource } from './store/index.js';
 import { dashboardRouter } from './dashboard.js';
 import type { CoordinatorMetrics } from './metrics-route.js';
 import { principalOf, requireKnownHost, requireRead, requireWrite, type AuthConfig } from './auth.js';

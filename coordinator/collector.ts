@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
-import type { ErrorCode } from '../contract/errors.js';
+import { messageOf, type ErrorCode } from '../contract/errors.js';
 import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../contract/fingerprint.js';
 import { adaptiveRepetitions } from '../contract/matrix.js';
 import { RunResultSansFingerprint } from '../contract/result.js';
@@ -32,8 +32,7 @@ import { fingerprintsKey } from '../queue/keys.js';
 import type { JobVerifier } from '../queue/signing.js';
 import { proofMatches, reportMac } from '../queue/enrollment.js';
 import type { EnrolledKey } from './enrollment.js';
-import type { MatrixRecord, Store, StoredRun } from './store.js';
-import { messageOf } from '../contract/errors.js';
+import type { MatrixRecord, Store, StoredRun } from './store/index.js';
 import { isConnectionError } from '../queue/redis-health.js';
 
 /**

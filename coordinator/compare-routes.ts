@@ -23,7 +23,7 @@ import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
 import { parseRunLine, type LineProblem } from '../report/runs-file.js';
 import { canonical } from '../compare/sides.js';
 import type { History } from './history.js';
-import type { ResultSink, RunSource } from './store-adapter.js';
+import type { ResultSink, RunSource } from './store/index.js';
 
 const pass: RequestHandler = (_req, _res, next) => {
   next();

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
 import type { JobSigner } from '../queue/signing.js';
 import { cancelledKey } from '../queue/keys.js';
-import type { TargetInfo } from './store.js';
+import type { TargetInfo } from './store/index.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;

@@ -7,7 +7,7 @@
 import type { RequestHandler, Response } from 'express';
 import { FsbenchError } from '../contract/errors.js';
 import { loadSettings } from '../settings/index.js';
-import type { MatrixRecord, MatrixState, Store } from './store.js';
+import type { MatrixRecord, MatrixState, Store } from './store/index.js';
 
 export interface ProgressEvent {
   readonly id: string;

@@ -24,8 +24,7 @@ import { CHANGE_POINT_DEFAULTS, changeMagnitude, changePoints, type ChangePointO
 import { detectableShift } from '../stats/power.js';
 import { ratioConfidenceInterval } from '../stats/ratio-ci.js';
 import { mean, median, stddev } from '../stats/summary.js';
-import { storeRunSource } from './store-adapter.js';
-import type { Store } from './store.js';
+import { storeRunSource, type Store } from './store/index.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS history_series (

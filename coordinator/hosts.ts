@@ -14,7 +14,7 @@ import { formatDuration } from '../contract/units.js';
 import { maxRepetitions } from '../contract/matrix.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET, jobId } from '../queue/jobs.js';
-import type { MatrixRecord, Store, StoredRun } from './store.js';
+import type { MatrixRecord, Store, StoredRun } from './store/index.js';
 
 export interface HostWatchDeps {
   readonly store: Store;

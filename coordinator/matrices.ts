@@ -16,7 +16,7 @@ import { reportCsp } from '../report/html.js';
 import { Submissions, type Limits } from './submit.js';
 export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
-import { MATRIX_STATES, type MatrixRecord, type Store } from './store.js';
+import { MATRIX_STATES, type MatrixRecord, type Store } from './store/index.js';
 import type { RedisConnection } from '../queue/redis.js';
 import type { Enrollment } from './enrollment.js';
 

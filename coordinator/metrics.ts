@@ -10,7 +10,7 @@ import { requireRead, type AuthConfig } from './auth.js';
 import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './metrics-route.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET } from '../queue/jobs.js';
-import type { Store } from './store.js';
+import type { Store } from './store/index.js';
 import { z } from 'zod';
 import { FSBENCH_VERSION } from '../host/version.js';
 import { refusalsKey } from '../queue/keys.js';

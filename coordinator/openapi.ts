@@ -25,7 +25,7 @@ import { Doc } from '../report/export/doc.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { ReportSchema } from '../report/schema.js';
 import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results-format.js';
-import { MATRIX_STATES, TargetInfo } from './store.js';
+import { MATRIX_STATES, TargetInfo } from './store/index.js';
 
 type JsonSchema = Record<string, unknown>;
 

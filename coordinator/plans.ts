@@ -14,7 +14,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { adaptiveRepetitions, maxRepetitions, type Cell, type Matrix } from '../contract/matrix.js';
 import { precisionVerdict, relativeHalfWidth } from '../stats/precision.js';
-import type { StoredRun, TargetInfo } from './run-rows.js';
+import type { StoredRun, TargetInfo } from './store/index.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS cell_plans (

@@ -16,8 +16,7 @@ import { MAX_HTML_CELLS, renderHtmlReport } from '../report/html.js';
 import { htmlAssets } from '../report/html-assets.js';
 import type { Report } from '../report/model.js';
 import { exportableReport, pageDoc } from '../report/results-view.js';
-import { storeRunSource } from './store-adapter.js';
-import { Store, type MatrixRecord } from './store.js';
+import { storeRunSource, Store, type MatrixRecord } from './store/index.js';
 
 /**
  * The report thread ends after this long without work: its heap, a few hundred MB after a large

@@ -20,7 +20,7 @@ import { CONTENT_TYPES, FORMAT_NAMES } from '../report/export/index.js';
 import { defaultCap, Slots } from './events.js';
 import { ReportCache, type Rendering } from './report-cache.js';
 import { runJson, runView } from './results.js';
-import type { MatrixRecord, PositionedRunRow, RunPosition, Store } from './store.js';
+import type { MatrixRecord, PositionedRunRow, RunPosition, Store } from './store/index.js';
 import { summaryOf } from './views.js';
 
 /** Runs in one JSON page when `limit` is not given. */

@@ -20,7 +20,7 @@ import { awaitRedis, connectRedis, onServerChange, serverNodes, shownRedis, type
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';
 import { agentsKey } from '../queue/keys.js';
-import { Store } from './store.js';
+import { Store } from './store/index.js';
 import { Enrollment, loadOrCreateReportKey } from './enrollment.js';
 import { Counter } from 'prom-client';
 import { loadOrCreateJobKey, writePublicKeyCopy, type JobVerifier } from '../queue/signing.js';

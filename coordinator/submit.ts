@@ -12,14 +12,12 @@ import { expandMatrix, initialRepetitions, maxRepetitions, parseMatrix } from '.
 import { newSeed } from '../contract/schedule.js';
 import { formatDuration } from '../contract/units.js';
 import { ANY_TARGET } from '../queue/jobs.js';
-import { liveAgents } from '../queue/registry.js';
-import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.js';
+import { liveAgents, type AgentStatus } from '../queue/registry.js';
+import { enqueueRequest, resolveTargets, type EnqueueRequest, type Dispatcher } from './dispatch.js';
 import { planMatrix } from './estimate.js';
 import type { Enrollment } from './enrollment.js';
-import type { AgentStatus } from '../queue/registry.js';
 import type { RedisConnection } from '../queue/redis.js';
-import type { Dispatcher } from './dispatch.js';
-import type { Store } from './store.js';
+import type { Store } from './store/index.js';
 import { withDeadline } from './deadline.js';
 import { summaryOf } from './views.js';
 

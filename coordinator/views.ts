@@ -1,6 +1,6 @@
 /** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
 import { maxRepetitions, type Placement } from '../contract/matrix.js';
-import type { MatrixRecord, MatrixState, Store } from './store.js';
+import type { MatrixRecord, MatrixState, Store } from './store/index.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 

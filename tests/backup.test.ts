@@ -10,7 +10,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
+import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { syntheticRunStream } from './fixtures/synthetic.js';
 
 const CLI = path.resolve(import.meta.dirname, '..', 'dist', 'cli', 'fsbench.js');

@@ -15,11 +15,10 @@ import { compareRunSets, type CompareReport } from '../compare/compare.js';
 import { CSV_COLUMNS, exportableCompare } from '../compare/view.js';
 import { render } from '../report/export/index.js';
 import { compareRouter, resultsUploadRouter } from '../coordinator/compare-routes.js';
-import { storeResultSink, storeRunSource } from '../coordinator/store-adapter.js';
+import { storeResultSink, storeRunSource, Store } from '../coordinator/store/index.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
 import { errorHandler } from '../coordinator/errors.js';
 import { resultsHandler } from '../coordinator/results-format.js';
-import { Store } from '../coordinator/store.js';
 import { runCli, tempDir } from './helpers/local.js';
 
 const sweep = {

@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { requireWrite } from '../coordinator/auth.js';
 import { CoordinatorClient, readEvents } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
-import { Store } from '../coordinator/store.js';
+import { Store } from '../coordinator/store/index.js';
 import { FsbenchError } from '../contract/errors.js';
 import { FSBENCH_VERSION } from '../host/version.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';

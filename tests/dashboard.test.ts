@@ -24,7 +24,7 @@ import { syntheticFingerprint, syntheticRuns } from './fixtures/synthetic.js';
 import { buildApp } from '../coordinator/app.js';
 import { Dispatcher } from '../coordinator/dispatch.js';
 import { ProgressHub } from '../coordinator/events.js';
-import { Store } from '../coordinator/store.js';
+import { Store } from '../coordinator/store/index.js';
 import { dashboardRouter } from '../coordinator/dashboard.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';

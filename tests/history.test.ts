@@ -16,8 +16,7 @@ import { errorHandler } from '../coordinator/errors.js';
 import { HistoryPageSchema } from '../contract/history.js';
 import { History } from '../coordinator/history.js';
 import { historyRouter } from '../coordinator/history-routes.js';
-import { storeResultSink } from '../coordinator/store-adapter.js';
-import { Store } from '../coordinator/store.js';
+import { storeResultSink, Store } from '../coordinator/store/index.js';
 import { syntheticInterference, syntheticRuns } from './fixtures/synthetic.js';
 import { freshCli, runCli, tempDir } from './helpers/local.js';
 

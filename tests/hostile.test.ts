@@ -15,7 +15,7 @@ import { z } from 'zod';
 import type { ErrorCode } from '../contract/errors.js';
 import type { RunResult } from '../contract/result.js';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { Store } from '../coordinator/store.js';
+import { Store } from '../coordinator/store/index.js';
 import { queueName } from '../queue/jobs.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
 import { useCluster } from './helpers/cluster.js';

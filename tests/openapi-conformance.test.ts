@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
+import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { startRedis } from './fixtures/redis-server.js';
 import { syntheticRunStream, syntheticRuns } from './fixtures/synthetic.js';
 import { useCluster, type Cluster } from './helpers/cluster.js';

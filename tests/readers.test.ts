@@ -19,7 +19,7 @@ import type { RunResult } from '../contract/result.js';
 import { renderReport } from '../coordinator/report-cache.js';
 import { RESULTS_PAGE_DEFAULT } from '../coordinator/results-format.js';
 import { runJson, runView } from '../coordinator/results.js';
-import { Store, type StoredRun } from '../coordinator/store.js';
+import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { syntheticRunStream } from './fixtures/synthetic.js';
 import { uniquePrefix } from './fixtures/redis-server.js';
 import { useCluster } from './helpers/cluster.js';

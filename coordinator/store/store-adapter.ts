@@ -4,13 +4,13 @@
  * `.jsonl` runs exactly once. Only the store's public methods are used; nothing here writes SQL.
  */
 import { createHash } from 'node:crypto';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
-import type { Cell, Matrix } from '../contract/matrix.js';
-import type { Histogram, RunResult } from '../contract/result.js';
-import type { WorkloadName } from '../contract/workloads/index.js';
+import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import type { Cell, Matrix } from '../../contract/matrix.js';
+import type { Histogram, RunResult } from '../../contract/result.js';
+import type { WorkloadName } from '../../contract/workloads/index.js';
 import { interferenceOfRow } from './run-rows.js';
 import type { AggregatedRow, Store } from './store.js';
-import type { AggregatableRun, MachineFacts } from '../stats/aggregate.js';
+import type { AggregatableRun, MachineFacts } from '../../stats/aggregate.js';
 
 export interface MatrixRuns {
   readonly id: string;

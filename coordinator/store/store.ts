@@ -11,9 +11,9 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
-import { CellParams, Matrix, Placement, type Cell } from '../contract/matrix.js';
-import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../contract/fingerprint.js';
-import { CellPlans } from './plans.js';
+import { CellParams, Matrix, Placement, type Cell } from '../../contract/matrix.js';
+import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../../contract/fingerprint.js';
+import { CellPlans } from '../plans.js';
 import { TargetInfo, toRow, type RunRow, type StoredRun } from './run-rows.js';
 
 export type { RunRow, StoredRun } from './run-rows.js';

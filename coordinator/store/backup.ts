@@ -10,7 +10,7 @@ import { constants as fsc } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { FsbenchError, messageOf } from '../contract/errors.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
 import { DATABASE_FILE } from './store.js';
 
 

@@ -3,12 +3,12 @@
  * a failure the coordinator records for a job that gave up. Pure conversion, no SQL.
  */
 import { z } from 'zod';
-import type { ErrorCode } from '../contract/errors.js';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
-import type { Cell } from '../contract/matrix.js';
-import { Interference } from '../contract/interference.js';
-import type { RunResult } from '../contract/result.js';
-import type { RunInterference } from '../stats/aggregate.js';
+import type { ErrorCode } from '../../contract/errors.js';
+import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import type { Cell } from '../../contract/matrix.js';
+import { Interference } from '../../contract/interference.js';
+import type { RunResult } from '../../contract/result.js';
+import type { RunInterference } from '../../stats/aggregate.js';
 
 /** A matrix's target: a host (boot id) or `any`, and the machine name it had when placed. */
 export const TargetInfo = z.object({ target: z.string(), machine: z.string().nullable() }).strict();
