@@ -100,4 +100,14 @@ export default tseslint.config(
       'import-x/no-restricted-paths': ['error', { zones }],
     },
   },
+  {
+    // The store alone holds SQL: no other module of the coordinator opens a database or reaches
+    // for the store's handle to one.
+    files: ['coordinator/**/*.ts'],
+    ignores: ['coordinator/store/**'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: [{ name: 'better-sqlite3', message: 'SQL lives in coordinator/store/: add a typed method there' }] }],
+      'no-restricted-syntax': ['error', { selector: "MemberExpression[property.name='db']", message: "SQL lives in coordinator/store/: add a typed method there rather than using the store's database" }],
+    },
+  },
 );

@@ -32,6 +32,7 @@ import { fingerprintsKey } from '../queue/keys.js';
 import type { JobVerifier } from '../queue/signing.js';
 import { proofMatches, reportMac } from '../queue/enrollment.js';
 import type { EnrolledKey } from './enrollment.js';
+import { issuedOf } from './plans.js';
 import type { MatrixRecord, Store, StoredRun } from './store/index.js';
 import { isConnectionError } from '../queue/redis-health.js';
 
@@ -410,8 +411,7 @@ export class Collector {
       if (!m) return 'unknown-matrix';
       if (!m.targets.some((t) => t.target === c.target)) return 'unknown-target';
       // Under `repetitions: auto`, only the runs its plan queued so far were issued.
-      const issuedRuns = m.spec.repetitions === 'auto' ? (this.deps.store.plans.issued(c.matrixId, c.cellId, c.target) ?? 0) : m.spec.repetitions;
-      if (c.repetition >= issuedRuns) return 'repetition';
+      if (c.repetition >= issuedOf(this.deps.store, m, c.cellId, c.target)) return 'repetition';
       const cellKey = `${c.matrixId} ${c.cellId}`;
       let known = cells.get(cellKey);
       if (known === undefined) {

@@ -14,7 +14,8 @@ import { randomBytes } from 'node:crypto';
 import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
 import type { JobSigner } from '../queue/signing.js';
 import { cancelledKey } from '../queue/keys.js';
-import type { TargetInfo } from './store/index.js';
+import { issuedRuns } from './plans.js';
+import { cellTargetKey, runKey, type Planned, type TargetInfo } from './store/index.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;
@@ -41,14 +42,14 @@ export interface EnqueueRequest {
   readonly cells: readonly Cell[];
   /** Runs per cell; under `repetitions: auto` the most, with `planned` saying how many are queued now. */
   readonly repetitions: number;
-  /** `cellId.target` -> runs queued so far, under `repetitions: auto` (plans.ts). */
-  readonly planned?: ReadonlyMap<string, number> | undefined;
+  /** Runs queued so far of each cell on each target under `repetitions: auto` (plans.ts). */
+  readonly planned?: Planned | undefined;
   /** The order the runs are queued in (interleaved when absent) and, shuffled, its seed. */
   readonly order?: RunOrder;
   readonly seed?: number | undefined;
   readonly warmup: number;
   readonly targets: readonly TargetInfo[];
-  /** `cellId.target.repetition` of runs already stored, not to run again. */
+  /** The runKey of each run already stored, not to run again. */
   readonly skip?: ReadonlySet<string>;
   /** Checked between chunks: a cancelled matrix stops being enqueued. */
   readonly stillWanted?: () => boolean;
@@ -60,16 +61,16 @@ export function enqueueRequest(
   spec: Matrix,
   cells: readonly Cell[],
   targets: readonly TargetInfo[],
-  planned: ReadonlyMap<string, number> | undefined,
+  planned: Planned | undefined,
 ): EnqueueRequest {
   return { matrixId, cells, repetitions: maxRepetitions(spec), planned, order: spec.order, seed: spec.seed, warmup: spec.warmup, targets };
 }
 
 type QueuedJob = { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> };
 
-/** Runs of a cell on a target the request covers: all of them, or under `auto` those queued so far. */
+/** Runs of a cell on a target the request covers: those issued (plans.ts issuedRuns). */
 function runsOf(r: EnqueueRequest, cell: Cell, target: string): number {
-  return Math.min(r.repetitions, r.planned?.get(`${cell.id}.${target}`) ?? r.repetitions);
+  return issuedRuns(r.repetitions, r.planned?.get(cellTargetKey(cell.id, target)));
 }
 
 export class Dispatcher {
@@ -133,7 +134,7 @@ export class Dispatcher {
       for (const { cell: i, repetition } of order) {
         const cell = r.cells[i];
         if (!cell || repetition >= runsOf(r, cell, t.target)) continue;
-        if (r.skip?.has(`${cell.id}.${t.target}.${repetition}`)) continue;
+        if (r.skip?.has(runKey(cell.id, t.target, repetition))) continue;
         batch.push(this.job(r.matrixId, cell, t.target, repetition, r.warmup));
         if (batch.length >= CHUNK) {
           if (stopped || (r.stillWanted && !r.stillWanted())) {

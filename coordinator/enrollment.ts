@@ -1,7 +1,7 @@
 /**
  * Which agent keys the coordinator trusts, and for which host (see queue/enrollment.ts for the
- * protocol). It owns two tables: agent keys (pending until enrolled, then bound to the host id
- * they announced) and enrollment tokens (one use each, kept as a hash). `sync()` reads the
+ * protocol), over two tables of the store (store/key-table.ts): agent keys (pending until enrolled,
+ * then bound to the host id they announced) and enrollment tokens (one use each, kept as a hash). `sync()` reads the
  * announcements in Redis, verifying only new or changed ones, enrolls keys that proved a valid
  * token, and writes the approvals of enrolled keys back to Redis for their agents (again at
  * start, so a Redis that lost its data has them).
@@ -12,7 +12,6 @@
 import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import type Database from 'better-sqlite3';
 import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import { FsbenchError, errnoOf } from '../contract/errors.js';
@@ -21,17 +20,7 @@ import {
 } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../queue/signing.js';
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS agent_keys (
-  key TEXT PRIMARY KEY, public_key TEXT NOT NULL, report_key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, labels TEXT NOT NULL,
-  state TEXT NOT NULL CHECK (state IN ('pending', 'enrolled')), via TEXT, first_seen INTEGER NOT NULL, enrolled_at INTEGER
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS enrollment_tokens (
-  id TEXT PRIMARY KEY, secret_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-  used_by TEXT, used_at INTEGER, copy INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-`;
+import type { AgentKeyRow, AnnouncedKey, Store } from './store/index.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;
@@ -52,21 +41,8 @@ export interface EnrolledKey {
 export const REPORT_KEY_FILE = 'report-key.pem';
 
 
-interface KeyRow {
-  key: string;
-  public_key: string;
-  report_key: string;
-  host_id: string;
-  machine: string;
-  labels: string;
-  state: 'pending' | 'enrolled';
-  via: 'approval' | 'token' | null;
-  first_seen: number;
-  enrolled_at: number | null;
-}
-
 export interface EnrollmentDeps {
-  readonly db: Database.Database;
+  readonly store: Store;
   readonly redis: RedisConnection;
   readonly prefix: string;
   readonly signer: JobSigner;
@@ -84,11 +60,10 @@ export class Enrollment {
   private readonly seen = new Map<string, string>();
 
   constructor(private readonly deps: EnrollmentDeps) {
-    deps.db.exec(SCHEMA);
-    for (const row of deps.db.prepare<[], KeyRow>("SELECT * FROM agent_keys WHERE state = 'enrolled'").all()) this.remember(row);
+    for (const row of deps.store.agentKeys.enrolledRows()) this.remember(row);
   }
 
-  private remember(row: KeyRow): void {
+  private remember(row: AgentKeyRow): void {
     // A key whose report key is not X25519 (a row edited by hand) cannot report: left out, never a crash at start.
     try {
       const theirs = createPublicKey(row.report_key);
@@ -119,14 +94,12 @@ export class Enrollment {
 
   /** How many keys are enrolled and how many wait: /metrics, at every scrape. */
   counts(): { enrolled: number; pending: number } {
-    const rows = this.deps.db.prepare<[], { state: 'pending' | 'enrolled'; n: number }>('SELECT state, COUNT(*) AS n FROM agent_keys GROUP BY state').all();
-    return { enrolled: rows.find((r) => r.state === 'enrolled')?.n ?? 0, pending: rows.find((r) => r.state === 'pending')?.n ?? 0 };
+    return this.deps.store.agentKeys.counts();
   }
 
   /** Every key, enrolled first, newest first within each. */
   list(limit = 1000): AgentKeyView[] {
-    const rows = this.deps.db.prepare<[number], KeyRow>("SELECT * FROM agent_keys ORDER BY state = 'pending', COALESCE(enrolled_at, first_seen) DESC LIMIT ?").all(limit);
-    return rows.map((r) => ({
+    return this.deps.store.agentKeys.list(limit).map((r) => ({
       key: r.key,
       hostId: r.host_id,
       machine: r.machine,
@@ -183,9 +156,10 @@ export class Enrollment {
       this.seen.set(key, raw);
       const a = this.verifiedAnnouncement(key, raw);
       if (!a || this.byKey.has(key)) continue;
-      this.recordPending(key, a);
+      const announced: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
+      this.deps.store.agentKeys.recordPending(announced, MAX_PENDING);
       if (a.token && this.useToken(a.token.id, a.token.proof, key, a.hostId)) {
-        this.enroll({ key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels }, 'token');
+        this.enroll(announced, 'token');
         this.deps.log(`agent key ${key} of ${a.machine} (host ${a.hostId}) enrolled with token ${a.token.id}`);
         await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), key, this.approvalOf(this.enrolledOrThrow(key)));
         await this.refreshTokenCopy();
@@ -220,36 +194,17 @@ export class Enrollment {
     return verifyText(publicKey, 'announcement', entry.body, entry.signature) ? body : null;
   }
 
-  private recordPending(key: string, a: Announcement): void {
-    const { db } = this.deps;
-    const pending = db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM agent_keys WHERE state = 'pending'").get()?.n ?? 0;
-    if (pending >= MAX_PENDING) db.prepare("DELETE FROM agent_keys WHERE key IN (SELECT key FROM agent_keys WHERE state = 'pending' ORDER BY first_seen LIMIT 100)").run();
-    db.prepare(
-      `INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, first_seen) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)
-       ON CONFLICT (key) DO UPDATE SET report_key = excluded.report_key, host_id = excluded.host_id, machine = excluded.machine, labels = excluded.labels
-       WHERE state = 'pending'`,
-    ).run(key, a.publicKey, a.reportKey, a.hostId, a.machine, JSON.stringify(a.labels), Date.now());
-  }
-
   /** Marks a token used by `key` when its proof matches and it is unused and unexpired. */
   private useToken(id: string, proof: string, key: string, hostId: string): boolean {
-    const { db } = this.deps;
-    const row = db.prepare<[string], { secret_hash: Buffer; expires_at: number; used_by: string | null }>('SELECT secret_hash, expires_at, used_by FROM enrollment_tokens WHERE id = ?').get(id);
-    if (!row || row.used_by !== null || row.expires_at < Date.now()) return false;
-    if (!proofMatches(tokenProof(row.secret_hash, key, hostId), proof)) return false;
-    return db.prepare('UPDATE enrollment_tokens SET used_by = ?, used_at = ? WHERE id = ? AND used_by IS NULL').run(key, Date.now(), id).changes === 1;
+    const { agentKeys } = this.deps.store;
+    const token = agentKeys.token(id);
+    if (!token || token.usedBy !== null || token.expiresAt < Date.now()) return false;
+    if (!proofMatches(tokenProof(token.secretHash, key, hostId), proof)) return false;
+    return agentKeys.useToken(id, key);
   }
 
-  private enroll(k: { key: string; publicKey: string; reportKey: string; hostId: string; machine: string; labels: readonly string[] }, via: 'approval' | 'token'): void {
-    const now = Date.now();
-    this.deps.db
-      .prepare(
-        `INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, via, first_seen, enrolled_at) VALUES (?, ?, ?, ?, ?, ?, 'enrolled', ?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET state = 'enrolled', via = excluded.via, enrolled_at = excluded.enrolled_at, host_id = excluded.host_id,
-           report_key = excluded.report_key`,
-      )
-      .run(k.key, k.publicKey, k.reportKey, k.hostId, k.machine, JSON.stringify(k.labels), via, now, now);
-    const row = this.deps.db.prepare<[string], KeyRow>('SELECT * FROM agent_keys WHERE key = ?').get(k.key);
+  private enroll(k: AnnouncedKey, via: 'approval' | 'token'): void {
+    const row = this.deps.store.agentKeys.enroll(k, via);
     if (row) this.remember(row);
   }
 
@@ -259,9 +214,7 @@ export class Enrollment {
    */
   async approve(selector: string): Promise<AgentKeyView> {
     await this.sync();
-    const rows = this.deps.db
-      .prepare<[string, string, string], KeyRow>("SELECT * FROM agent_keys WHERE state = 'pending' AND (key = ? OR host_id = ? OR machine = ?)")
-      .all(selector, selector, selector);
+    const rows = this.deps.store.agentKeys.pendingNamed(selector);
     const [row, ...more] = rows;
     if (!row) {
       const enrolled = this.list().find((k) => k.state === 'enrolled' && (k.key === selector || k.hostId === selector || k.machine === selector));
@@ -285,19 +238,10 @@ export class Enrollment {
   /** New one-time tokens, valid for `ttlMs`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
   mintTokens(count: number, ttlMs: number, copy = false): { tokens: string[]; expiresAt: string } {
     const now = Date.now();
-    const insert = this.deps.db.prepare('INSERT INTO enrollment_tokens (id, secret_hash, created_at, expires_at, copy) VALUES (?, ?, ?, ?, ?)');
-    const tokens: string[] = [];
-    this.deps.db.transaction(() => {
-      // Expired tokens are of no use to anyone: they go as new ones come.
-      this.deps.db.prepare('DELETE FROM enrollment_tokens WHERE expires_at < ?').run(now);
-      for (let i = 0; i < count; i++) {
-        const id = randomBytes(8).readBigUInt64BE().toString(36).padStart(10, '0').slice(-10);
-        const secret = randomBytes(32).toString('base64url');
-        insert.run(id, secretHash(secret), now, now + ttlMs, copy ? 1 : 0);
-        tokens.push(`${id}.${secret}`);
-      }
-    })();
-    return { tokens, expiresAt: new Date(now + ttlMs).toISOString() };
+    const made = Array.from({ length: count }, () => ({ id: randomBytes(8).readBigUInt64BE().toString(36).padStart(10, '0').slice(-10), secret: randomBytes(32).toString('base64url') }));
+    // Expired tokens are of no use to anyone: they go as new ones come.
+    this.deps.store.agentKeys.addTokens(made.map((t) => ({ id: t.id, secretHash: secretHash(t.secret) })), now, now + ttlMs, copy);
+    return { tokens: made.map((t) => `${t.id}.${t.secret}`), expiresAt: new Date(now + ttlMs).toISOString() };
   }
 
   /**
@@ -311,8 +255,7 @@ export class Enrollment {
     if (file === undefined) return;
     const current = await fs.readFile(file, 'utf8').catch(() => '');
     const id = current.trim().split('.')[0] ?? '';
-    const unused = this.deps.db.prepare<[string, number], { id: string }>('SELECT id FROM enrollment_tokens WHERE id = ? AND used_by IS NULL AND expires_at > ?').get(id, Date.now());
-    if (unused) return;
+    if (this.deps.store.agentKeys.tokenUnused(id)) return;
     const { tokens } = this.mintTokens(1, 100 * 365 * 86_400_000, true);
     await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
     const tmp = `${file}.${process.pid}.tmp`;

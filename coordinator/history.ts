@@ -6,8 +6,8 @@
  * the runs around a change were disturbed.
  *
  * A finished matrix never changes, so each is summarised once, when history first asks for it:
- * its workload's headline metrics, one point per series, in `history_series_points` (this module
- * owns the history tables). Queries list a name's series from `history_series` and read the
+ * its workload's headline metrics, one point per series, in `history_series_points` (the store's
+ * history tables, store/history-table.ts). Queries list a name's series from `history_series` and read the
  * page's points by series, so their cost follows the page, not the history; runs are never
  * aggregated again.
  */
@@ -24,26 +24,7 @@ import { CHANGE_POINT_DEFAULTS, changeMagnitude, changePoints, type ChangePointO
 import { detectableShift } from '../stats/power.js';
 import { ratioConfidenceInterval } from '../stats/ratio-ci.js';
 import { mean, median, stddev } from '../stats/summary.js';
-import { storeRunSource, type Store } from './store/index.js';
-
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS history_series (
-  id INTEGER PRIMARY KEY, name TEXT NOT NULL, machine TEXT NOT NULL, metric TEXT NOT NULL, cell_key TEXT NOT NULL,
-  workload TEXT NOT NULL, params TEXT NOT NULL,
-  UNIQUE (name, machine, metric, cell_key)
-);
-CREATE TABLE IF NOT EXISTS history_series_points (
-  series_id INTEGER NOT NULL REFERENCES history_series (id) ON DELETE CASCADE,
-  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE,
-  at TEXT NOT NULL, n INTEGER NOT NULL, median REAL NOT NULL, ci_low REAL, ci_high REAL,
-  flagged INTEGER NOT NULL, fingerprint_hash TEXT,
-  PRIMARY KEY (series_id, at, matrix_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS history_series_points_by_matrix ON history_series_points (matrix_id);
-CREATE TABLE IF NOT EXISTS history_summarised (
-  matrix_id TEXT PRIMARY KEY REFERENCES matrices (id) ON DELETE CASCADE
-) WITHOUT ROWID;
-`;
+import { storeRunSource, type NewPoint, type SeriesRow, type Store } from './store/index.js';
 
 /** Series per page by default, and at most. */
 export const HISTORY_PAGE = { default: 50, max: 500 } as const;
@@ -59,26 +40,6 @@ export interface HistoryQuery {
   /** The last series key of the previous page. */
   readonly after?: string;
   readonly changePoints?: ChangePointOptions;
-}
-
-interface PointRow {
-  matrix_id: string;
-  at: string;
-  n: number;
-  median: number;
-  ci_low: number | null;
-  ci_high: number | null;
-  flagged: number;
-  fingerprint_hash: string | null;
-}
-
-interface SeriesRow {
-  id: number;
-  machine: string;
-  metric: string;
-  cell_key: string;
-  workload: string;
-  params: string;
 }
 
 const Workload = z.enum(WORKLOAD_NAMES);
@@ -106,65 +67,42 @@ function seriesKey(machine: string, metric: string, cellKey: string): string {
 }
 
 export class History {
-  constructor(private readonly store: Store) {
-    store.db.exec(SCHEMA);
-  }
+  constructor(private readonly store: Store) {}
 
   /** Summarises the finished matrices of `name` that are not yet: each once, then never again. */
   private summarise(name: string): void {
-    const db = this.store.db;
-    const pending = db
-      .prepare<[string], { id: string; created_at: number; workload: string }>(
-        `SELECT id, created_at, workload FROM matrices m WHERE name = ? AND state = 'done'
-           AND NOT EXISTS (SELECT 1 FROM history_summarised s WHERE s.matrix_id = m.id)`,
-      )
-      .all(name);
+    const table = this.store.history;
+    const pending = table.unsummarised(name);
     if (pending.length === 0) return;
     const source = storeRunSource(this.store);
-    const seriesId = db.prepare<[{ name: string; machine: string; metric: string; cell_key: string; workload: string; params: string }], { id: number }>(
-      `INSERT INTO history_series (name, machine, metric, cell_key, workload, params) VALUES (@name, @machine, @metric, @cell_key, @workload, @params)
-       ON CONFLICT (name, machine, metric, cell_key) DO UPDATE SET params = excluded.params RETURNING id`,
-    );
-    const insert = db.prepare(
-      `INSERT OR REPLACE INTO history_series_points (series_id, matrix_id, at, n, median, ci_low, ci_high, flagged, fingerprint_hash)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
-    const done = db.prepare('INSERT OR IGNORE INTO history_summarised (matrix_id) VALUES (?)');
-    const firstStart = db.prepare<[string], { at: string | null; hash: string | null; machine: string }>(
-      'SELECT min(started_at) AS at, max(fingerprint_hash) AS hash, machine FROM runs WHERE matrix_id = ? GROUP BY machine',
-    );
     for (const m of pending) {
       const matrix = source(m.id, { histograms: false });
       if (!matrix) continue;
-      const byMachine = new Map(firstStart.all(m.id).map((r) => [r.machine, r]));
+      const byMachine = new Map(table.firstStarts(m.id).map((r) => [r.machine, r]));
       // The headline metrics: what people track over time, at a quarter of the rows of every metric.
       const cells = aggregateRuns(matrix.runs, { grouped: true, histograms: false, metrics: WORKLOADS[matrix.workload].headline });
-      db.transaction(() => {
-        for (const c of cells) {
-          const started = byMachine.get(c.machine);
-          const at = started?.at ?? new Date(m.created_at).toISOString();
-          const flagged = c.interference?.flagged ?? 0;
-          const key = canonical(c.params);
-          const params = JSON.stringify(c.params);
-          for (const [metric, st] of Object.entries(c.metrics)) {
-            const row = seriesId.get({ name, machine: c.machine, metric, cell_key: key, workload: c.workload, params });
-            if (row) insert.run(row.id, m.id, at, st.n, st.median, st.ciLow, st.ciHigh, flagged, started?.hash ?? null);
-          }
+      const points: NewPoint[] = [];
+      for (const c of cells) {
+        const started = byMachine.get(c.machine);
+        const at = started?.at ?? new Date(m.created_at).toISOString();
+        const flagged = c.interference?.flagged ?? 0;
+        const cellKey = canonical(c.params);
+        const params = JSON.stringify(c.params);
+        for (const [metric, st] of Object.entries(c.metrics)) {
+          points.push({
+            machine: c.machine, metric, cellKey, workload: c.workload, params, at, n: st.n, median: st.median, ciLow: st.ciLow, ciHigh: st.ciHigh, flagged,
+            fingerprintHash: started?.hash ?? null,
+          });
         }
-        done.run(m.id);
-      })();
+      }
+      table.summarised(name, m.id, points);
     }
   }
 
   /** The newest finished matrix named `name`, by its first run's start: the gate's `latest:NAME`. */
   latest(name: string): string | undefined {
     this.summarise(name);
-    return this.store.db
-      .prepare<[string], { matrix_id: string }>(
-        `SELECT p.matrix_id FROM history_series_points p JOIN history_series s ON s.id = p.series_id
-         WHERE s.name = ? ORDER BY p.at DESC, p.matrix_id DESC LIMIT 1`,
-      )
-      .get(name)?.matrix_id;
+    return this.store.history.latest(name);
   }
 
   /**
@@ -175,15 +113,12 @@ export class History {
    */
   since(name: string, exclude: string, options: ChangePointOptions = {}): { readonly cells: Map<string, Set<string>>; readonly matrices: readonly string[] } {
     this.summarise(name);
-    const db = this.store.db;
-    const series = db.prepare<[string], { id: number; machine: string; cell_key: string }>('SELECT id, machine, cell_key FROM history_series WHERE name = ?').all(name);
-    const points = db.prepare<[number, string], { matrix_id: string; at: string; median: number }>(
-      'SELECT matrix_id, at, median FROM history_series_points WHERE series_id = ? AND matrix_id <> ? ORDER BY at, matrix_id',
-    );
+    const series = this.store.history.series(name);
+    const points = this.store.history.pointReader(exclude);
     // Per machine and cell: the latest start of a stretch without a change, over its metrics, and every point.
     const cells = new Map<string, { from: string; points: { matrix_id: string; at: string }[] }>();
     for (const sr of series) {
-      const pts = points.all(sr.id, exclude);
+      const pts = points(sr.id);
       const last = changePoints(
         pts.map((p) => p.median),
         options,
@@ -208,13 +143,7 @@ export class History {
   series(q: HistoryQuery): HistoryPage {
     this.summarise(q.name);
     const limit = Math.min(Math.max(1, q.limit ?? HISTORY_PAGE.default), HISTORY_PAGE.max);
-    const all = this.store.db
-      .prepare<[{ name: string; machine: string | null; metric: string | null }], SeriesRow>(
-        `SELECT id, machine, metric, cell_key, workload, params FROM history_series
-         WHERE name = @name AND (@machine IS NULL OR machine = @machine) AND (@metric IS NULL OR metric = @metric)
-         ORDER BY machine, metric, cell_key`,
-      )
-      .all({ name: q.name, machine: q.machine ?? null, metric: q.metric ?? null });
+    const all = this.store.history.series(q.name, q.machine, q.metric);
     // Each cell once, its parameters read once: series repeat cells per machine and metric.
     const cells = new Map<string, Cell>();
     for (const k of all) if (!cells.has(k.cell_key)) cells.set(k.cell_key, { id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) });
@@ -231,9 +160,7 @@ export class History {
     };
     const keys = all.filter((k) => wanted(k) && (q.after === undefined || seriesKey(k.machine, k.metric, k.cell_key) > q.after));
     const page = keys.slice(0, limit);
-    const points = this.store.db.prepare<[number], PointRow>(
-      'SELECT matrix_id, at, n, median, ci_low, ci_high, flagged, fingerprint_hash FROM history_series_points WHERE series_id = ? ORDER BY at, matrix_id',
-    );
+    const points = this.store.history.pointReader();
     const fingerprints = new Map<string, MachineFingerprint | null>();
     const fingerprint = (hash: string | null): MachineFingerprint | null => {
       if (hash === null) return null;
@@ -250,12 +177,12 @@ export class History {
     };
     // The matrices' annotations (the commit under test, a kernel build): one small read per matrix
     // of the page, not the whole matrix (a page may span a thousand of them).
-    const annotationsRow = this.store.db.prepare<[string], { a: string | null }>("SELECT json_extract(spec, '$.annotations') AS a FROM matrices WHERE id = ?");
+    const annotationsOfRow = this.store.history.annotationReader();
     const annotationsOf = new Map<string, Readonly<Record<string, string>>>();
     const annotations = (matrixId: string): Readonly<Record<string, string>> => {
       let a = annotationsOf.get(matrixId);
       if (a === undefined) {
-        const text = annotationsRow.get(matrixId)?.a ?? null;
+        const text = annotationsOfRow(matrixId);
         // Stored as the schema checked them; an unreadable value counts as none rather than failing the page.
         a = text === null ? {} : (Annotations.safeParse(JSON.parse(text)).data ?? {});
         annotationsOf.set(matrixId, a);
@@ -265,7 +192,7 @@ export class History {
     const series = page.map((k): HistorySeries => {
       let previous: { hash: string; fp: MachineFingerprint } | null = null;
       let previousAnnotations: Readonly<Record<string, string>> | null = null;
-      const pts = points.all(k.id).map((r): HistoryPoint => {
+      const pts = points(k.id).map((r): HistoryPoint => {
         const fp = fingerprint(r.fingerprint_hash);
         // Most points share their machine's fingerprint with the one before: nothing to compare.
         const changes =

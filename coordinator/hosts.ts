@@ -12,9 +12,10 @@ import type { RedisConnection } from '../queue/redis.js';
 import { readRegistry, type AgentStatus } from '../queue/registry.js';
 import { formatDuration } from '../contract/units.js';
 import { maxRepetitions } from '../contract/matrix.js';
+import { afterStored, issuedRuns, plannedRuns } from './plans.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET, jobId } from '../queue/jobs.js';
-import type { MatrixRecord, Store, StoredRun } from './store/index.js';
+import { cellTargetKey, runKey, type MatrixRecord, type Store, type StoredRun } from './store/index.js';
 
 export interface HostWatchDeps {
   readonly store: Store;
@@ -80,18 +81,18 @@ export class HostWatch {
     const q = dispatcher.queue(target);
     const runs: StoredRun[] = [];
     const message = `the run was given up: no agent of host ${machine} (${target}) was live for ${formatDuration(this.deps.timeoutMs)} (FSBENCH_HOST_TIMEOUT)`;
-    const planned = store.plans.planned(m.id);
+    const planned = plannedRuns(store, m);
     for (const cell of store.cells(m.id)) {
-      const issued = planned?.get(`${cell.id}.${target}`) ?? maxRepetitions(m.spec);
+      const issued = issuedRuns(maxRepetitions(m.spec), planned?.get(cellTargetKey(cell.id, target)));
       for (let repetition = 0; repetition < issued; repetition++) {
-        if (stored.has(`${cell.id}.${target}.${repetition}`)) continue;
+        if (stored.has(runKey(cell.id, target, repetition))) continue;
         if (!(await dispatcher.removeUnfinished(q, jobId(m.id, cell.id, target, repetition)))) continue;
         runs.push({ kind: 'gave-up', code: 'ABANDONED', matrixId: m.id, target, cell, repetition, machine, message, attempts: 0 });
       }
     }
     store.storeRuns(runs);
     // A cell under `repetitions: auto` with a run given up stops there (plans.ts).
-    store.plans.afterStored(runs);
+    afterStored(store, runs);
     return runs.length;
   }
 }

@@ -16,6 +16,7 @@ import { reportCsp } from '../report/html.js';
 import { Submissions, type Limits } from './submit.js';
 export type { Limits } from './submit.js';
 import { detailOf, summaryOf } from './views.js';
+import { plannedRuns } from './plans.js';
 import { MATRIX_STATES, type MatrixRecord, type Store } from './store/index.js';
 import type { RedisConnection } from '../queue/redis.js';
 import type { Enrollment } from './enrollment.js';
@@ -100,7 +101,7 @@ export function matricesRouter(d: MatricesDeps): Router {
     if (isFinal(m.state)) throw new FsbenchError('CONFLICT', `matrix ${m.id} is already ${m.state}`);
     store.cancel(m.id);
     await enqueueing.get(m.id)?.catch(() => undefined);
-    const request = enqueueRequest(m.id, m.spec, store.cells(m.id), m.targets, store.plans.planned(m.id));
+    const request = enqueueRequest(m.id, m.spec, store.cells(m.id), m.targets, plannedRuns(store, m));
     const removed = await withDeadline(dispatcher.cancel(request), 'removing the queued runs');
     hub.changed([m.id]);
     d.log(`matrix ${m.id} cancelled: ${removed} queued runs removed`, { event: 'matrix.cancelled', matrixId: m.id, removedRuns: removed });

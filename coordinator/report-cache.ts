@@ -16,7 +16,7 @@ import { MAX_HTML_CELLS, renderHtmlReport } from '../report/html.js';
 import { htmlAssets } from '../report/html-assets.js';
 import type { Report } from '../report/model.js';
 import { exportableReport, pageDoc } from '../report/results-view.js';
-import { storeRunSource, Store, type MatrixRecord } from './store/index.js';
+import { Store, storeRunSource, type MatrixRecord } from './store/index.js';
 
 /**
  * The report thread ends after this long without work: its heap, a few hundred MB after a large
@@ -118,7 +118,7 @@ class ReportThread {
 
   render(store: Store, m: MatrixRecord, as: Rendering): Promise<Buffer> {
     const here = () => asBuffer(reportBytes(store, m, as));
-    const file = store.db.name;
+    const file = store.file;
     if (this.unavailable || file === ':memory:' || file === '') return Promise.resolve().then(here);
     const seq = ++this.seq;
     return new Promise<Buffer>((resolve, reject) => {

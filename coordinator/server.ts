@@ -12,7 +12,7 @@ import { Dispatcher, enqueueRequest } from './dispatch.js';
 import { HostWatch } from './hosts.js';
 import { AgentVersions } from './versions.js';
 import { FSBENCH_VERSION } from '../host/version.js';
-import type { NextRun } from './plans.js';
+import { afterStored, judgeAll, plannedRuns, type NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
 import { logTo } from './request-log.js';
@@ -153,7 +153,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     if (!health.observe(err)) log(`queue ${queue}: ${messageOf(err)}`, { event: 'queue.error', queue });
   });
   const enrollment = new Enrollment({
-    db: store.db,
+    store,
     redis,
     prefix: s.queuePrefix,
     signer: jobKey.signer,
@@ -180,7 +180,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     const m = store.getMatrix(id);
     if (!m) return;
     const added = await dispatcher.enqueue({
-      ...enqueueRequest(id, m.spec, store.cells(id), m.targets, store.plans.planned(id)),
+      ...enqueueRequest(id, m.spec, store.cells(id), m.targets, plannedRuns(store, m)),
       skip: store.storedRunKeys(id),
     });
     store.markEnqueued(id);
@@ -229,7 +229,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
     onStored: (runs) => {
       for (const run of runs) if (run.kind === 'result') metrics.observeRun(run.result);
-      measureFurther(store.plans.afterStored(runs));
+      measureFurther(afterStored(store, runs));
     },
     onLost: async (target) => {
       const unfinished = [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')];
@@ -293,7 +293,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       }
     })();
   });
-  measureFurther(store.plans.judgeAll());
+  measureFurther(judgeAll(store));
   const auth = { token: s.token, readAuth: s.readAuth, allowedHosts: s.allowedHosts ?? [] };
   const app = buildApp({
     store,

@@ -13,7 +13,7 @@ import { newSeed } from '../contract/schedule.js';
 import { formatDuration } from '../contract/units.js';
 import { ANY_TARGET } from '../queue/jobs.js';
 import { liveAgents, type AgentStatus } from '../queue/registry.js';
-import { enqueueRequest, resolveTargets, type EnqueueRequest, type Dispatcher } from './dispatch.js';
+import { enqueueRequest, resolveTargets, type Dispatcher, type EnqueueRequest } from './dispatch.js';
 import { planMatrix } from './estimate.js';
 import type { Enrollment } from './enrollment.js';
 import type { RedisConnection } from '../queue/redis.js';
@@ -159,9 +159,8 @@ export class Submissions {
       );
     }
     const id = randomBytes(8).toString('hex');
-    store.createMatrix({ id, spec: matrix, targets, cells, expectedRuns: plan.measured, estimatedMs: plan.estimatedMs });
-    store.plans.create(id, matrix, cells, targets);
-    const request: EnqueueRequest = enqueueRequest(id, matrix, cells, targets, store.plans.planned(id));
+    const planned = store.createMatrix({ id, spec: matrix, targets, cells, expectedRuns: plan.measured, estimatedMs: plan.estimatedMs });
+    const request: EnqueueRequest = enqueueRequest(id, matrix, cells, targets, planned);
     let abandoned = false;
     const enqueue = dispatcher.enqueue({ ...request, stillWanted: () => !abandoned && store.getMatrix(id)?.state !== 'cancelled' });
     this.enqueueing.set(id, enqueue);

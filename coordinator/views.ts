@@ -1,5 +1,6 @@
 /** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
 import { maxRepetitions, type Placement } from '../contract/matrix.js';
+import { precisionSummary } from './plans.js';
 import type { MatrixRecord, MatrixState, Store } from './store/index.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -94,7 +95,7 @@ export function detailOf(store: Store, m: MatrixRecord) {
     order: m.spec.order,
     ...(m.spec.seed === undefined ? {} : { seed: m.spec.seed }),
     warmup: m.spec.warmup,
-    precision: store.plans.summary(m.id),
+    precision: precisionSummary(store, m),
     targets: m.targets,
     estimatedDurationMs: m.estimatedMs,
     machines,

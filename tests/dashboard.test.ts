@@ -206,7 +206,7 @@ describe('dashboard in headless Chromium', () => {
     hub = new ProgressHub(store);
     const signer = new JobSigner(generateKeyPairSync('ed25519').privateKey);
     // Two agent keys: laptop's enrolled by approval, newbox's waiting.
-    const enrollment = new Enrollment({ db: store.db, redis: client, prefix, signer, log: () => undefined, reportKey: generateKeyPairSync('x25519').privateKey });
+    const enrollment = new Enrollment({ store, redis: client, prefix, signer, log: () => undefined, reportKey: generateKeyPairSync('x25519').privateKey });
     for (const [hostId, machine] of [['host-1', 'laptop'], ['host-2', 'newbox']] as const) {
       const dir = await mkdtemp(path.join(os.tmpdir(), 'fsbench-dashboard-key-'));
       const identity = await loadOrCreateAgentKey(dir);

@@ -11,7 +11,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
-import { DATABASE_FILE } from './store.js';
+import { DATABASE_FILE } from './schema.js';
 
 
 /** Tables every fsbench database has; a file without them is not one. */

@@ -1,10 +1,16 @@
 /**
- * The store: the coordinator's SQLite database. Every other module reaches it through this face:
- * Store itself, matrices' runs read as reports read them (the adapters), and backups.
+ * The store: the coordinator's SQLite database, the only place that holds SQL. Every other
+ * module reaches its tables through Store (and the table each of its members stands for), reads
+ * matrices' runs as reports do through the adapters, and copies the database through backup.
  */
 export { backupDatabase, restoreDatabase, type DatabaseSummary } from './backup.js';
-export { interferenceOfRow, TargetInfo, type RunRow, type StoredRun } from './run-rows.js';
+export type { AgentKeyRow, AnnouncedKey } from './key-table.js';
+export type { NewPoint, PointRow, SeriesRow } from './history-table.js';
+export { MATRIX_STATES, type MatrixRecord, type MatrixState, type MatrixTotals, type NewMatrix } from './matrix-rows.js';
+export { PLAN_VERDICTS, type PlanCell, type Planned, type PlanVerdict } from './plan-table.js';
 export {
-  DATABASE_FILE, MATRIX_STATES, Store, type AggregatedRow, type MatrixRecord, type MatrixState, type MatrixTotals, type NewMatrix, type PositionedRunRow, type RunPosition,
-} from './store.js';
+  cellTargetKey, runKey, TargetInfo, type AggregatedRow, type PositionedRunRow, type RunPosition, type RunRow, type StoredRun,
+} from './run-rows.js';
+export { DATABASE_FILE } from './schema.js';
+export { Store } from './store.js';
 export { storeResultSink, storeRunSource, type ImportedMatrix, type MatrixRuns, type ResultSink, type RunSource } from './store-adapter.js';

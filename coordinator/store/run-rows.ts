@@ -1,6 +1,7 @@
 /**
- * How a run becomes a row of the `runs` table (owned by store.ts): the agent's RunResult, or
- * a failure the coordinator records for a job that gave up. Pure conversion, no SQL.
+ * How a run becomes a row of the `runs` table (run-table.ts) and back: the agent's RunResult, or
+ * a failure the coordinator records for a job that gave up; the columns aggregation reads; where a
+ * run sits in a page; the keys a run and a cell's plan are known by. Pure conversion, no SQL.
  */
 import { z } from 'zod';
 import type { ErrorCode } from '../../contract/errors.js';
@@ -13,6 +14,16 @@ import type { RunInterference } from '../../stats/aggregate.js';
 /** A matrix's target: a host (boot id) or `any`, and the machine name it had when placed. */
 export const TargetInfo = z.object({ target: z.string(), machine: z.string().nullable() }).strict();
 export type TargetInfo = z.infer<typeof TargetInfo>;
+
+/** A cell on a target: what a plan counts the runs of (EnqueueRequest.planned, PlanTable). */
+export function cellTargetKey(cellId: string, target: string): string {
+  return `${cellId}.${target}`;
+}
+
+/** One run of a cell on a target: what storedRunKeys holds, so that queueing again skips it. */
+export function runKey(cellId: string, target: string, repetition: number): string {
+  return `${cellTargetKey(cellId, target)}.${repetition}`;
+}
 
 export type StoredRun =
   | {
@@ -123,3 +134,29 @@ export function toRow(run: StoredRun, now: number, fingerprintHash: (f: MachineF
       return [...common, null, null, null, r.reason, null, fp, run.attempts, now, null, null, signedBy];
   }
 }
+
+/** What aggregation reads of a stored run (iterateRunsToAggregate). */
+export type AggregatedRow = Pick<RunRow, 'cell_id' | 'machine' | 'state' | 'params' | 'metrics' | 'error_code' | 'error_message' | 'reason' | 'fingerprint_hash' | 'histograms' | 'details' | 'interference'>;
+
+/** iterateRunsToAggregate's columns, in its SELECT's order. */
+export type AggregatedRowValues = [
+  cell_id: string, machine: string, state: RunRow['state'], params: string, metrics: string | null, error_code: string | null,
+  error_message: string | null, reason: string | null, fingerprint_hash: string | null, interference: string | null,
+  histograms: string | null, details: string | null,
+];
+
+export function* aggregatedRows(rows: IterableIterator<AggregatedRowValues>): Generator<AggregatedRow, undefined, undefined> {
+  for (const [cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash, interference, histograms, details] of rows) {
+    yield { cell_id, machine, state, params, metrics, error_code, error_message, reason, fingerprint_hash, interference, histograms, details };
+  }
+}
+
+/** Where a run sits in runsPage's order; a page continues after the last run of the one before. */
+export interface RunPosition {
+  readonly position: number;
+  readonly machine: string;
+  readonly target: string;
+  readonly repetition: number;
+}
+
+export type PositionedRunRow = RunRow & { readonly position: number };

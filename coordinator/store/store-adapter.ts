@@ -9,7 +9,8 @@ import type { Cell, Matrix } from '../../contract/matrix.js';
 import type { Histogram, RunResult } from '../../contract/result.js';
 import type { WorkloadName } from '../../contract/workloads/index.js';
 import { interferenceOfRow } from './run-rows.js';
-import type { AggregatedRow, Store } from './store.js';
+import type { AggregatedRow } from './run-rows.js';
+import type { Store } from './store.js';
 import type { AggregatableRun, MachineFacts } from '../../stats/aggregate.js';
 
 export interface MatrixRuns {

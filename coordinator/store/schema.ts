@@ -1,0 +1,102 @@
+/**
+ * Every table, index and migration of the coordinator's database, in one place, whichever store
+ * module reads and writes the table. `openDatabase` applies them at every open, so a database an
+ * older fsbench made gains what it lacks, and a backup (backup.ts) holds all of them.
+ */
+import Database from 'better-sqlite3';
+
+/** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
+export const DATABASE_FILE = 'fsbench.db';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS matrices (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, workload TEXT NOT NULL, spec TEXT NOT NULL,
+  placement TEXT NOT NULL, targets TEXT NOT NULL, cell_count INTEGER NOT NULL,
+  expected_runs INTEGER NOT NULL, estimated_ms INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'cancelled')),
+  enqueued INTEGER NOT NULL DEFAULT 0,
+  stored_runs INTEGER NOT NULL DEFAULT 0, ok_runs INTEGER NOT NULL DEFAULT 0,
+  failed_runs INTEGER NOT NULL DEFAULT 0, skipped_runs INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS matrices_by_state ON matrices (state, created_at);
+CREATE TABLE IF NOT EXISTS cells (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL,
+  position INTEGER NOT NULL, params TEXT NOT NULL, PRIMARY KEY (matrix_id, cell_id)
+) WITHOUT ROWID;
+-- Results pages walk a matrix's cells in order from a position: without it, every chunk of a
+-- download sorted all the matrix's cells (2 ms a chunk at 2,000 cells, most of a download's CPU).
+CREATE INDEX IF NOT EXISTS cells_by_position ON cells (matrix_id, position);
+CREATE TABLE IF NOT EXISTS fingerprints (hash TEXT PRIMARY KEY, json TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL,
+  target TEXT NOT NULL, repetition INTEGER NOT NULL, machine TEXT NOT NULL, host_id TEXT,
+  state TEXT NOT NULL CHECK (state IN ('ok', 'failed', 'skipped')), params TEXT NOT NULL,
+  started_at TEXT, finished_at TEXT, metrics TEXT, error_code TEXT, error_message TEXT, reason TEXT,
+  details TEXT, fingerprint_hash TEXT, attempts INTEGER NOT NULL, stored_at INTEGER NOT NULL, histograms TEXT,
+  interference TEXT, signed_by TEXT,
+  PRIMARY KEY (matrix_id, cell_id, target, repetition)
+);
+CREATE INDEX IF NOT EXISTS runs_by_machine ON runs (matrix_id, cell_id, machine);
+-- A matrix's detail lists its first failures at every poll: without it, a scan of all its runs.
+CREATE INDEX IF NOT EXISTS runs_failed ON runs (matrix_id, stored_at) WHERE state = 'failed';
+CREATE TABLE IF NOT EXISTS stream_cursors (stream TEXT PRIMARY KEY, last_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS idempotency (
+  key TEXT PRIMARY KEY, request_hash TEXT NOT NULL, status INTEGER NOT NULL, answer TEXT NOT NULL, created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cell_plans (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL, target TEXT NOT NULL,
+  planned INTEGER NOT NULL,
+  verdict TEXT CHECK (verdict IN ('reached', 'max', 'stopped')),
+  half_width REAL,
+  PRIMARY KEY (matrix_id, cell_id, target)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agent_keys (
+  key TEXT PRIMARY KEY, public_key TEXT NOT NULL, report_key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, labels TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'enrolled')), via TEXT, first_seen INTEGER NOT NULL, enrolled_at INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS enrollment_tokens (
+  id TEXT PRIMARY KEY, secret_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  used_by TEXT, used_at INTEGER, copy INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS history_series (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL, machine TEXT NOT NULL, metric TEXT NOT NULL, cell_key TEXT NOT NULL,
+  workload TEXT NOT NULL, params TEXT NOT NULL,
+  UNIQUE (name, machine, metric, cell_key)
+);
+CREATE TABLE IF NOT EXISTS history_series_points (
+  series_id INTEGER NOT NULL REFERENCES history_series (id) ON DELETE CASCADE,
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE,
+  at TEXT NOT NULL, n INTEGER NOT NULL, median REAL NOT NULL, ci_low REAL, ci_high REAL,
+  flagged INTEGER NOT NULL, fingerprint_hash TEXT,
+  PRIMARY KEY (series_id, at, matrix_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS history_series_points_by_matrix ON history_series_points (matrix_id);
+CREATE TABLE IF NOT EXISTS history_summarised (
+  matrix_id TEXT PRIMARY KEY REFERENCES matrices (id) ON DELETE CASCADE
+) WITHOUT ROWID;
+`;
+
+/** Columns `runs` gained after it was first released: rows stored before keep them null. */
+const ADDED_RUN_COLUMNS = [
+  // Databases made before histograms had a column of their own keep them in `details`.
+  'histograms',
+  // Runs stored before interference was measured.
+  'interference',
+  // Runs stored before reports were signed.
+  'signed_by',
+] as const;
+
+/** Opens (creating) the database at `file`, or one in memory for `:memory:`, with every table. */
+export function openDatabase(file: string): Database.Database {
+  const db = new Database(file);
+  // WAL: readers (the HTTP API) never wait for the collector's writes. NORMAL survives a killed
+  // process, which is the crash the coordinator must survive; power loss may lose the last commits.
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.exec(SCHEMA);
+  const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('runs')").all().map((c) => c.name));
+  for (const column of ADDED_RUN_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`);
+  return db;
+}
