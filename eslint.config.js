@@ -42,6 +42,7 @@ const MODULES = Object.keys(LAYERS);
  */
 export const ROOMS = {
   store: [],
+  http: [],
 };
 const ROOM_NAMES = Object.keys(ROOMS);
 

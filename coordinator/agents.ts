@@ -9,8 +9,7 @@ import { FsbenchError } from '../contract/errors.js';
 import { parseDuration } from '../contract/units.js';
 import { liveAgents } from '../queue/registry.js';
 import { FSBENCH_VERSION } from '../host/version.js';
-import { requireRead, requireWrite, type AuthConfig } from './auth.js';
-import { withDeadline } from './deadline.js';
+import { requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
 
 export interface AgentsDeps {

@@ -6,7 +6,7 @@
  */
 import type { RedisConnection } from '../queue/redis.js';
 import { liveAgents } from '../queue/registry.js';
-import { requireRead, type AuthConfig } from './auth.js';
+import { requireRead, type AuthConfig } from './http/index.js';
 import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './metrics-route.js';
 import type { Dispatcher } from './dispatch.js';
 import { ANY_TARGET } from '../queue/jobs.js';

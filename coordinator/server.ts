@@ -5,7 +5,7 @@
  */
 import type { Server } from 'node:http';
 import { buildApp } from './app.js';
-import { describeAuth } from './auth.js';
+import { describeAuth, logTo } from './http/index.js';
 import { Collector } from './collector.js';
 import { coordinatorMetrics } from './metrics.js';
 import { Dispatcher, enqueueRequest } from './dispatch.js';
@@ -15,7 +15,6 @@ import { FSBENCH_VERSION } from '../host/version.js';
 import { afterStored, judgeAll, plannedRuns, type NextRun } from './plans.js';
 import { ProgressHub } from './events.js';
 import { loggerOf, type LogSink } from '../log/index.js';
-import { logTo } from './request-log.js';
 import { awaitRedis, connectRedis, onServerChange, serverNodes, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';

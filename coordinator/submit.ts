@@ -18,7 +18,7 @@ import { planMatrix } from './estimate.js';
 import type { Enrollment } from './enrollment.js';
 import type { RedisConnection } from '../queue/redis.js';
 import type { Store } from './store/index.js';
-import { withDeadline } from './deadline.js';
+import { withDeadline } from './http/index.js';
 import { summaryOf } from './views.js';
 
 /** How long an answer is kept for a retry with the same Idempotency-Key. */

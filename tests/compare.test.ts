@@ -17,7 +17,7 @@ import { render } from '../report/export/index.js';
 import { compareRouter, resultsUploadRouter } from '../coordinator/compare-routes.js';
 import { storeResultSink, storeRunSource, Store } from '../coordinator/store/index.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
-import { errorHandler } from '../coordinator/errors.js';
+import { errorHandler } from '../coordinator/http/index.js';
 import { resultsHandler } from '../coordinator/results-format.js';
 import { runCli, tempDir } from './helpers/local.js';
 

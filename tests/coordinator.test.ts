@@ -10,7 +10,7 @@ import { Queue } from 'bullmq';
 import type { Request, Response } from 'express';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { requireWrite } from '../coordinator/auth.js';
+import { requireWrite } from '../coordinator/http/index.js';
 import { CoordinatorClient, readEvents } from '../cli/client.js';
 import { queueName } from '../queue/jobs.js';
 import { Store } from '../coordinator/store/index.js';

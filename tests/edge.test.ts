@@ -13,7 +13,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ERRORS } from '../contract/errors.js';
-import { principalOf } from '../coordinator/auth.js';
+import { principalOf } from '../coordinator/http/index.js';
 import { CoordinatorClient } from '../cli/client.js';
 import { startCoordinator } from '../coordinator/server.js';
 import { uniquePrefix } from './fixtures/redis-server.js';

@@ -14,7 +14,7 @@ import { ZodError, z } from 'zod';
 import { ERROR_CODE_LIST, ERRORS, EXIT_CODES, errorCodesMarkdown, exitCodesMarkdown, FsbenchError, isErrorCode, type ErrorCode } from '../contract/errors.js';
 import { FailedRun } from '../contract/result.js';
 import { CoordinatorClient } from '../cli/client.js';
-import { describeError } from '../coordinator/errors.js';
+import { describeError } from '../coordinator/http/index.js';
 import type { CoordinatorSettings } from '../coordinator/server.js';
 import { queueName } from '../queue/jobs.js';
 import { freePort } from './fixtures/redis-server.js';

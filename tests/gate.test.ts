@@ -15,7 +15,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { compareRouter } from '../coordinator/compare-routes.js';
-import { errorHandler } from '../coordinator/errors.js';
+import { errorHandler } from '../coordinator/http/index.js';
 import { History } from '../coordinator/history.js';
 import { storeResultSink, storeRunSource, Store } from '../coordinator/store/index.js';
 import { gate } from '../gate/gate.js';

@@ -12,7 +12,7 @@ import type { RunResult } from '../contract/result.js';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { errorHandler } from '../coordinator/errors.js';
+import { errorHandler } from '../coordinator/http/index.js';
 import { HistoryPageSchema } from '../contract/history.js';
 import { History } from '../coordinator/history.js';
 import { historyRouter } from '../coordinator/history-routes.js';

@@ -1,6 +1,6 @@
 /** Redis calls on a request path answer in time, or the request fails with 503 and a Retry-After. */
-import { FsbenchError } from '../contract/errors.js';
-import { formatDuration } from '../contract/units.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { formatDuration } from '../../contract/units.js';
 
 /** Give up after this long rather than hang while Redis is away. */
 const REDIS_DEADLINE_MS = 10_000;

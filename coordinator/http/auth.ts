@@ -15,7 +15,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
 import type { Request, RequestHandler } from 'express';
-import { FsbenchError } from '../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
 
 export interface AuthConfig {
   readonly token: string | undefined;

@@ -6,7 +6,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import type { Log } from '../log/index.js';
+import type { Log } from '../../log/index.js';
 
 const requestLogger = new AsyncLocalStorage<Logger>();
 

@@ -7,7 +7,7 @@
  */
 import type { ErrorRequestHandler } from 'express';
 import { ZodError } from 'zod';
-import { ERRORS, FsbenchError, type ErrorCode, type Issue } from '../contract/errors.js';
+import { ERRORS, FsbenchError, type ErrorCode, type Issue } from '../../contract/errors.js';
 
 export interface ErrorBody {
   readonly error: { readonly code: ErrorCode; readonly message: string; readonly issues?: readonly Issue[] };
