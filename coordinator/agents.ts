@@ -2,14 +2,14 @@
  * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
  * (enrollment.ts), approving a waiting key, and making one-time enrollment tokens.
  */
-import express, { Router, type Request } from 'express';
+import { Router } from 'express';
 import type { RedisConnection } from '../queue/redis.js';
 import { z } from 'zod';
 import { FsbenchError } from '../contract/errors.js';
 import { parseDuration } from '../contract/units.js';
 import { liveAgents } from '../queue/registry.js';
 import { FSBENCH_VERSION } from '../host/version.js';
-import { requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
+import { readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
 
 export interface AgentsDeps {
@@ -45,16 +45,11 @@ const Tokens = z
   })
   .strict();
 
-function jsonBody(req: Request): unknown {
-  if (!req.is('application/json')) throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send application/json, not ${req.get('content-type') ?? 'no Content-Type'}`);
-  return req.body;
-}
-
 export function agentsRouter(d: AgentsDeps): Router {
   const router = Router();
   const read = requireRead(d.auth);
   const write = requireWrite(d.auth);
-  const body = express.json({ limit: d.limits.maxBody, strict: true });
+  const body = readBody('json', d.limits.maxBody);
   const enrollment = (): Enrollment => {
     if (!d.enrollment) throw new FsbenchError('UNAVAILABLE', 'this coordinator keeps no enrollment');
     return d.enrollment;
@@ -66,15 +61,15 @@ export function agentsRouter(d: AgentsDeps): Router {
     res.json({ version: FSBENCH_VERSION, hosts: new Set(agents.map((a) => a.hostId)).size, agents, keys, pending: keys.filter((k) => k.state === 'pending').length });
   });
 
-  router.post('/v1/agents/approve', write, body, async (req, res) => {
-    const { agent } = Approve.parse(jsonBody(req));
+  router.post('/v1/agents/approve', write, ...body, async (req, res) => {
+    const { agent } = Approve.parse(req.body);
     const key = await withDeadline(enrollment().approve(agent), 'approving the agent');
     d.log(`agent key ${key.key} (host ${key.hostId}, ${key.machine}) enrolled`, { event: 'agent.enrolled', key: key.key, hostId: key.hostId });
     res.json(key);
   });
 
-  router.post('/v1/agents/tokens', write, body, (req, res) => {
-    const { count, ttl } = Tokens.parse(jsonBody(req));
+  router.post('/v1/agents/tokens', write, ...body, (req, res) => {
+    const { count, ttl } = Tokens.parse(req.body);
     const minted = enrollment().mintTokens(count, ttl);
     // The tokens themselves are never logged: only that some were made.
     d.log(`${count} enrollment token(s) made, valid until ${minted.expiresAt}`, { event: 'agent.tokens', count });

@@ -8,7 +8,7 @@
  * keeps each cell's values for its rank tests, so memory grows with the runs per cell, which
  * nothing else would bound for uploaded results.
  */
-import express, { Router, type RequestHandler } from 'express';
+import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { RunResult } from '../contract/result.js';
@@ -24,6 +24,7 @@ import { parseRunLine, type LineProblem } from '../report/runs-file.js';
 import { canonical } from '../compare/sides.js';
 import type { History } from './history.js';
 import type { ResultSink, RunSource } from './store/index.js';
+import { readBody } from './http/index.js';
 
 const pass: RequestHandler = (_req, _res, next) => {
   next();
@@ -309,9 +310,6 @@ function refuseTooManyRepetitions(runs: readonly RunResult[], what: string, line
   );
 }
 
-/** The media types of a `.jsonl` file; nothing a cross-site form can send (text/plain, form encodings). */
-const JSON_LINES = ['application/x-ndjson', 'application/jsonl'];
-
 /**
  * `POST /v1/results`: the body is a `.jsonl` file, Content-Type application/x-ndjson (or
  * application/jsonl), and nothing else. Every run is checked by the `RunResult` schema before
@@ -321,21 +319,10 @@ const JSON_LINES = ['application/x-ndjson', 'application/jsonl'];
 export function resultsUploadRouter(deps: UploadRouteDeps): Router {
   const router = Router();
   const limit = deps.maxBody ?? '64mb';
-  router.post(
-    '/v1/results',
-    deps.write ?? pass,
-    (req, _res, next) => {
-      if (!req.is(JSON_LINES)) {
-        throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send the .jsonl file as application/x-ndjson, not ${req.get('content-type') ?? 'no Content-Type'}`);
-      }
-      next();
-    },
-    express.text({ type: JSON_LINES, limit }),
-    (req, res) => {
-      const runs = parseUpload(req.body);
-      const result = deps.sink.importRuns(runs);
-      res.status(result.stored > 0 ? 201 : 200).json(result);
-    },
-  );
+  router.post('/v1/results', deps.write ?? pass, ...readBody('jsonl', limit), (req, res) => {
+    const runs = parseUpload(req.body);
+    const result = deps.sink.importRuns(runs);
+    res.status(result.stored > 0 ? 201 : 200).json(result);
+  });
   return router;
 }

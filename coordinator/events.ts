@@ -6,7 +6,8 @@
  */
 import type { RequestHandler, Response } from 'express';
 import { FsbenchError } from '../contract/errors.js';
-import { loadSettings } from '../settings/index.js';
+import { defaultOf } from '../settings/index.js';
+import { Slots } from './http/index.js';
 import type { MatrixRecord, MatrixState, Store } from './store/index.js';
 
 export interface ProgressEvent {
@@ -82,42 +83,11 @@ export class ProgressHub {
   }
 }
 
-/**
- * A fixed number of slots for answers that hold a connection and work open (downloads, event
- * streams). A slot taken for a response is given back when the response closes, which Node
- * reports whether it ended, failed or the client went away; giving back twice is harmless.
- */
-export class Slots {
-  private used = 0;
-
-  constructor(readonly capacity: number) {}
-
-  /** Takes a slot for `res` until it closes; false when none is free. */
-  take(res: Response): boolean {
-    if (this.used >= this.capacity) return false;
-    this.used++;
-    let held = true;
-    const release = () => {
-      if (!held) return;
-      held = false;
-      this.used--;
-    };
-    res.once('close', release);
-    if (res.closed || res.destroyed) release();
-    return true;
-  }
-}
-
-/** A cap's default as the settings table documents it, for routers built without one (tests). */
-export function defaultCap(name: 'maxDownloads' | 'maxStreams'): number {
-  return loadSettings([name], {}, {})[name];
-}
-
 function send(res: Response, event: string, data: unknown, id?: number): void {
   res.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
-export function eventsHandler(store: Store, hub: ProgressHub, maxStreams = defaultCap('maxStreams')): RequestHandler<{ id: string }> {
+export function eventsHandler(store: Store, hub: ProgressHub, maxStreams = defaultOf('maxStreams')): RequestHandler<{ id: string }> {
   const slots = new Slots(maxStreams);
   return (req, res) => {
     const first = store.getMatrix(req.params.id);

@@ -2,11 +2,10 @@
  * The `/v1/matrices` routes: submit (validate, expand, place, check the limits, store, enqueue),
  * list, show, cancel, results and progress events.
  */
-import express, { Router, type Request } from 'express';
-import YAML from 'yaml';
+import { Router } from 'express';
 import { z } from 'zod';
-import { FsbenchError, messageOf } from '../contract/errors.js';
-import { withDeadline, requireRead, requireWrite, type AuthConfig } from './http/index.js';
+import { FsbenchError } from '../contract/errors.js';
+import { matrixOf, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
 import { enqueueRequest, type Dispatcher } from './dispatch.js';
 import { eventsHandler, isFinal, type ProgressHub } from './events.js';
 import { downloads, resultsHandler, takeDownloadSlot } from './results-format.js';
@@ -35,30 +34,12 @@ export interface MatricesDeps {
   readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
 }
 
-const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml'];
 const ListQuery = z
   .object({
     state: z.enum(MATRIX_STATES).optional(),
     limit: z.coerce.number().int().min(1).max(1000).default(100),
   })
   .strict();
-
-function matrixBody(req: Request): unknown {
-  const body: unknown = req.body;
-  if (req.is(YAML_TYPES)) {
-    if (typeof body !== 'string' || body.trim() === '') throw new FsbenchError('BODY_INVALID', 'the body is empty: send a matrix');
-    try {
-      return YAML.parse(body, { maxAliasCount: 100 });
-    } catch (err) {
-      throw new FsbenchError('BODY_INVALID', `the body is not valid YAML: ${messageOf(err)}`);
-    }
-  }
-  if (!req.is('application/json')) {
-    throw new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send the matrix as application/json or application/yaml, not ${req.get('content-type') ?? 'no Content-Type'}`);
-  }
-  if (body === undefined) throw new FsbenchError('BODY_INVALID', 'the body is empty: send a matrix');
-  return body;
-}
 
 export function matricesRouter(d: MatricesDeps): Router {
   const { store, dispatcher, hub, limits } = d;
@@ -74,17 +55,11 @@ export function matricesRouter(d: MatricesDeps): Router {
     return m;
   };
 
-  router.post(
-    '/',
-    write,
-    express.json({ limit: limits.maxBody, strict: false }),
-    express.text({ type: YAML_TYPES, limit: limits.maxBody }),
-    async (req, res) => {
-      const key = Submissions.key(req.get('idempotency-key'));
-      const answer = await submissions.submit(matrixBody(req), key);
-      res.status(answer.status).location(answer.location).json(answer.body);
-    },
-  );
+  router.post('/', write, ...readBody('matrix', limits.maxBody), async (req, res) => {
+    const key = Submissions.key(req.get('idempotency-key'));
+    const answer = await submissions.submit(matrixOf(req), key);
+    res.status(answer.status).location(answer.location).json(answer.body);
+  });
 
   router.get('/', read, (req, res) => {
     const q = ListQuery.parse(req.query);

@@ -17,7 +17,8 @@ import { FsbenchError } from '../contract/errors.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { csvLine } from '../report/export/csv.js';
 import { CONTENT_TYPES, FORMAT_NAMES } from '../report/export/index.js';
-import { defaultCap, Slots } from './events.js';
+import { defaultOf } from '../settings/index.js';
+import { Slots } from './http/index.js';
 import { ReportCache, type Rendering } from './report-cache.js';
 import { runJson, runView } from './results.js';
 import type { MatrixRecord, PositionedRunRow, RunPosition, Store } from './store/index.js';
@@ -214,7 +215,7 @@ export interface Downloads {
   readonly reports: ReportCache;
 }
 
-export function downloads(store: Store, maxDownloads = defaultCap('maxDownloads')): Downloads {
+export function downloads(store: Store, maxDownloads = defaultOf('maxDownloads')): Downloads {
   return { slots: new Slots(maxDownloads), reports: new ReportCache(store) };
 }
 

@@ -2,7 +2,8 @@
  * The one error handler of the HTTP API. Every error leaves as `{ error: { code, message,
  * issues? } }` with a code and status from the contract's catalog: FsbenchErrors as they are,
  * zod errors as 400 BODY_INVALID with each bad field's path, body-parser errors keeping their 4xx
- * meaning (too large: 413), and anything unexpected as a 500 INTERNAL whose details stay in the
+ * meaning (too large: 413; a media type, charset or encoding a route does not take is body.ts's
+ * one 415 answer, before this), and anything unexpected as a 500 INTERNAL whose details stay in the
  * log. Never a stack.
  */
 import type { ErrorRequestHandler } from 'express';
@@ -56,7 +57,6 @@ export function describeError(err: unknown): DescribedError {
   if (isBodyParserError(err)) {
     if (err.type === 'entity.too.large') return answer('PAYLOAD_TOO_LARGE', 'the request body is larger than the coordinator accepts (FSBENCH_MAX_BODY)');
     if (err.type === 'entity.parse.failed') return answer('BODY_INVALID', `the body is not valid JSON: ${err.message}`);
-    if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported') return answer('UNSUPPORTED_MEDIA_TYPE', err.message);
     // Any other 4xx of body-parser (a bad Content-Length, an aborted body) keeps its status.
     if (err.status >= 400 && err.status < 500) return answer('BODY_INVALID', err.message, [], {}, err.status);
   }

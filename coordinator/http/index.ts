@@ -1,9 +1,13 @@
 /**
  * The HTTP edge every request passes, whichever route answers it: who may do what (auth), the
- * one error handler and its answers, the request's own logger, and the deadline on Redis calls
+ * edge's handlers before and after every route, the one body parser, the one error handler and
+ * its answers, the request's own logger, slots for long answers, and the deadline on Redis calls
  * made while a client waits.
  */
-export { describeAuth, principalOf, requireKnownHost, requireRead, requireWrite, type AuthConfig, type Principal } from './auth.js';
+export { describeAuth, principalOf, requireRead, requireWrite, type AuthConfig, type Principal } from './auth.js';
+export { matrixOf, readBody, type BodyKind } from './body.js';
 export { withDeadline } from './deadline.js';
+export { edgeIn, edgeOut, type EdgeOptions } from './edge.js';
 export { describeError, errorHandler, type DescribedError, type ErrorBody } from './errors.js';
-export { logTo, pathOf, withRequestLogger } from './request-log.js';
+export { logTo, withRequestLogger } from './request-log.js';
+export { Slots } from './slots.js';
