@@ -43,6 +43,13 @@ const MODULES = Object.keys(LAYERS);
 export const ROOMS = {
   store: [],
   http: [],
+  enrollment: ['store'],
+  matrices: ['store', 'http', 'enrollment'],
+  ingest: ['store', 'enrollment', 'matrices'],
+  reports: ['store'],
+  history: ['store'],
+  metrics: ['store', 'http', 'enrollment', 'matrices'],
+  routes: ['store', 'http', 'enrollment', 'matrices', 'reports', 'history'],
 };
 const ROOM_NAMES = Object.keys(ROOMS);
 

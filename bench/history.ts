@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
-import { History } from '../coordinator/history.js';
+import { History } from '../coordinator/history/index.js';
 import { Store, type StoredRun } from '../coordinator/store/index.js';
 import { median } from '../stats/summary.js';
 import { syntheticRunStream } from '../tests/fixtures/synthetic.js';

@@ -5,17 +5,12 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from 'pino';
-import { compareRouter, resultsUploadRouter } from './compare-routes.js';
-import { History } from './history.js';
-import { historyRouter } from './history-routes.js';
+import { compareRouter, resultsUploadRouter, historyRouter, dashboardRouter, matricesRouter, agentsRouter, type MatricesDeps } from './routes/index.js';
+import { History } from './history/index.js';
 import { storeResultSink, storeRunSource } from './store/index.js';
-import { dashboardRouter } from './dashboard.js';
-import type { CoordinatorMetrics } from './metrics-route.js';
+import { coordinatorMetrics, type CoordinatorMetrics } from './metrics/index.js';
 import { edgeIn, edgeOut, requireRead, requireWrite, withDeadline } from './http/index.js';
 import { messageOf } from '../contract/errors.js';
-import { matricesRouter, type MatricesDeps } from './matrices.js';
-import { agentsRouter } from './agents.js';
-import { coordinatorMetrics } from './metrics.js';
 import type { RedisHealthView } from '../queue/redis-health.js';
 import { FSBENCH_VERSION } from '../host/version.js';
 

@@ -16,7 +16,7 @@ import { metricsMarkdown, paramsMarkdown } from '../cli/local.js';
 import { commandsOf } from '../cli/command-tree.js';
 import { buildProgram } from '../cli/program.js';
 import { errorCodesMarkdown, exitCodesMarkdown } from '../contract/errors.js';
-import { openApiDocument } from '../coordinator/openapi.js';
+import { openApiDocument } from '../coordinator/routes/index.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { FSBENCH_VERSION } from '../host/version.js';
 import { settingsMarkdown } from '../settings/index.js';

@@ -14,11 +14,10 @@ import type { RunResult } from '../contract/result.js';
 import { compareRunSets, type CompareReport } from '../compare/compare.js';
 import { CSV_COLUMNS, exportableCompare } from '../compare/view.js';
 import { render } from '../report/export/index.js';
-import { compareRouter, resultsUploadRouter } from '../coordinator/compare-routes.js';
+import { compareRouter, resultsUploadRouter, resultsHandler } from '../coordinator/routes/index.js';
 import { storeResultSink, storeRunSource, Store } from '../coordinator/store/index.js';
 import { syntheticRuns } from './fixtures/synthetic.js';
 import { errorHandler } from '../coordinator/http/index.js';
-import { resultsHandler } from '../coordinator/results-format.js';
 import { runCli, tempDir } from './helpers/local.js';
 
 const sweep = {

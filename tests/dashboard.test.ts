@@ -22,15 +22,14 @@ import { expandMatrix, parseMatrix, type MatrixInput } from '../contract/matrix.
 import type { RunResult } from '../contract/result.js';
 import { syntheticFingerprint, syntheticRuns } from './fixtures/synthetic.js';
 import { buildApp } from '../coordinator/app.js';
-import { Dispatcher } from '../coordinator/dispatch.js';
-import { ProgressHub } from '../coordinator/events.js';
+import { Dispatcher } from '../coordinator/matrices/index.js';
+import { ProgressHub, dashboardRouter } from '../coordinator/routes/index.js';
 import { Store } from '../coordinator/store/index.js';
-import { dashboardRouter } from '../coordinator/dashboard.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';
 import { freshCli, runCli } from './helpers/local.js';
 import { announcementOf, loadOrCreateAgentKey } from '../agent/identity.js';
-import { Enrollment } from '../coordinator/enrollment.js';
+import { Enrollment } from '../coordinator/enrollment/index.js';
 import { agentKeysKey } from '../queue/keys.js';
 
 const MiB = 1024 ** 2;

@@ -4,7 +4,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetrics, type MetricsSnapshot } from '../coordinator/metrics-route.js';
+import { createMetrics, type MetricsSnapshot } from '../coordinator/metrics/index.js';
 
 describe('GET /metrics', () => {
   let snapshot: MetricsSnapshot = { queueDepth: 7, runsByState: { ok: 10, failed: 2, skipped: 1 }, matricesByState: { running: 1, done: 3 }, liveAgents: 2 };

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { expandMatrix, parseMatrix } from '../contract/matrix.js';
 import { CoordinatorClient } from '../cli/client.js';
-import { planMatrix } from '../coordinator/estimate.js';
+import { planMatrix } from '../coordinator/matrices/index.js';
 import { queueName } from '../queue/jobs.js';
 import { useCluster } from './helpers/cluster.js';
 

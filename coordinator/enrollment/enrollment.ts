@@ -12,15 +12,15 @@
 import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { RedisConnection } from '../queue/redis.js';
+import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
-import { FsbenchError, errnoOf } from '../contract/errors.js';
+import { FsbenchError, errnoOf } from '../../contract/errors.js';
 import {
   Announcement, AnnouncementEntry, ApprovalEntry, parseJson, proofMatches, reportMacKey, secretHash, tokenProof, type AgentKeyView, type Approval, type ReportKeyEntry,
-} from '../queue/enrollment.js';
-import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
-import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../queue/signing.js';
-import type { AgentKeyRow, AnnouncedKey, Store } from './store/index.js';
+} from '../../queue/enrollment.js';
+import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../../queue/keys.js';
+import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../../queue/signing.js';
+import type { AgentKeyRow, AnnouncedKey, Store } from '../store/index.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;

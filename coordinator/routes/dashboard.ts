@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { Router, type RequestHandler } from 'express';
-import { PACKAGE_ROOT } from '../host/native.js';
+import { PACKAGE_ROOT } from '../../host/native.js';
 import { openApiDocument } from './openapi.js';
 
 /** Where index.html and style.css live, in the source tree and in the installed package alike. */

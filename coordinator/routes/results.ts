@@ -13,16 +13,15 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { RequestHandler, Response } from 'express';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
-import { WORKLOADS } from '../contract/workloads/index.js';
-import { csvLine } from '../report/export/csv.js';
-import { CONTENT_TYPES, FORMAT_NAMES } from '../report/export/index.js';
-import { defaultOf } from '../settings/index.js';
-import { Slots } from './http/index.js';
-import { ReportCache, type Rendering } from './report-cache.js';
-import { runJson, runView } from './results.js';
-import type { MatrixRecord, PositionedRunRow, RunPosition, Store } from './store/index.js';
-import { summaryOf } from './views.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { WORKLOADS } from '../../contract/workloads/index.js';
+import { csvLine } from '../../report/export/csv.js';
+import { CONTENT_TYPES, FORMAT_NAMES } from '../../report/export/index.js';
+import { defaultOf } from '../../settings/index.js';
+import { Slots } from '../http/index.js';
+import { ReportCache, runJson, runView, type Rendering } from '../reports/index.js';
+import type { MatrixRecord, PositionedRunRow, RunPosition, Store } from '../store/index.js';
+import { summaryOf } from '../matrices/index.js';
 
 /** Runs in one JSON page when `limit` is not given. */
 export const RESULTS_PAGE_DEFAULT = 1000;

@@ -3,10 +3,10 @@
  * its latest median and every change point, and with `points`, a table of each series' points,
  * where the kernel or another machine fact changed marked beside them.
  */
-import type { Column, CsvTable, Doc, Exportable, TextTable } from '../report/export/index.js';
-import { formatDelta, formatInterval, formatNumber, formatPercent, formatPValue, formatRatio } from '../report/format.js';
-import { CHANGE_POINT_DEFAULTS } from '../stats/change-point.js';
-import type { HistoryChange, HistoryPage, HistorySeries } from '../contract/history.js';
+import type { Column, CsvTable, Doc, Exportable, TextTable } from '../../report/export/index.js';
+import { formatDelta, formatInterval, formatNumber, formatPercent, formatPValue, formatRatio } from '../../report/format.js';
+import { CHANGE_POINT_DEFAULTS } from '../../stats/change-point.js';
+import type { HistoryChange, HistoryPage, HistorySeries } from '../../contract/history.js';
 
 const left = (title: string): Column => ({ title, align: 'left' });
 const right = (title: string): Column => ({ title, align: 'right' });

@@ -4,17 +4,17 @@
  * aggregate over the counters each matrix row keeps, so a scrape costs the same with ten
  * matrices or a hundred thousand, and parses none of them.
  */
-import type { RedisConnection } from '../queue/redis.js';
-import { liveAgents } from '../queue/registry.js';
-import { requireRead, type AuthConfig } from './http/index.js';
-import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './metrics-route.js';
-import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET } from '../queue/jobs.js';
-import type { Store } from './store/index.js';
+import type { RedisConnection } from '../../queue/redis.js';
+import { liveAgents } from '../../queue/registry.js';
+import { requireRead, type AuthConfig } from '../http/index.js';
+import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './registry.js';
+import type { Dispatcher } from '../matrices/index.js';
+import { ANY_TARGET } from '../../queue/jobs.js';
+import type { Store } from '../store/index.js';
 import { z } from 'zod';
-import { FSBENCH_VERSION } from '../host/version.js';
-import { refusalsKey } from '../queue/keys.js';
-import type { Enrollment } from './enrollment.js';
+import { FSBENCH_VERSION } from '../../host/version.js';
+import { refusalsKey } from '../../queue/keys.js';
+import type { Enrollment } from '../enrollment/index.js';
 
 /** Agents count their refusals by error code (agent/admission.ts); anything else there is not counted. */
 const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {

@@ -10,9 +10,9 @@
  * finds what was queued; a cell whose runs were all stored while the coordinator was down is
  * judged then (`judgeAll`).
  */
-import { adaptiveRepetitions, maxRepetitions, type Matrix } from '../contract/matrix.js';
-import { precisionVerdict, relativeHalfWidth } from '../stats/precision.js';
-import type { MatrixRecord, PlanCell, Planned, Store, StoredRun } from './store/index.js';
+import { adaptiveRepetitions, maxRepetitions, type Matrix } from '../../contract/matrix.js';
+import { precisionVerdict, relativeHalfWidth } from '../../stats/precision.js';
+import type { MatrixRecord, PlanCell, Planned, Store, StoredRun } from '../store/index.js';
 
 /** A run to queue because its cell is not precise enough yet. */
 export interface NextRun extends PlanCell {

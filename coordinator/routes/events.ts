@@ -5,10 +5,10 @@
  * At most FSBENCH_MAX_STREAMS streams are open at once; more are refused with 503 and Retry-After.
  */
 import type { RequestHandler, Response } from 'express';
-import { FsbenchError } from '../contract/errors.js';
-import { defaultOf } from '../settings/index.js';
-import { Slots } from './http/index.js';
-import type { MatrixRecord, MatrixState, Store } from './store/index.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { defaultOf } from '../../settings/index.js';
+import { Slots } from '../http/index.js';
+import type { MatrixRecord, MatrixState, Store } from '../store/index.js';
 
 export interface ProgressEvent {
   readonly id: string;

@@ -4,9 +4,8 @@
  */
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
-import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
-import { History, HISTORY_PAGE, paramFilter } from './history.js';
-import { exportableHistory } from './history-view.js';
+import { CONTENT_TYPES, FORMAT_NAMES, render } from '../../report/export/index.js';
+import { History, HISTORY_PAGE, paramFilter, exportableHistory } from '../history/index.js';
 
 /** `files=128,bufferBytes=64KiB` as parameter values, each as a matrix would spell it. */
 const params = z

@@ -10,21 +10,21 @@
  */
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
-import type { RunResult } from '../contract/result.js';
-import type { AggregatableRun } from '../stats/aggregate.js';
-import { FsbenchError } from '../contract/errors.js';
-import { compareRunSets, type CompareReport } from '../compare/compare.js';
-import { exportableCompare } from '../compare/view.js';
-import { GATE_CONTENT_TYPES, GATE_FORMATS, renderGate } from '../gate/export.js';
-import { gate, parseLimits, parseShare } from '../gate/gate.js';
-import { exportableGate } from '../gate/view.js';
-import { CONTENT_TYPES, FORMAT_NAMES, render } from '../report/export/index.js';
-import { parseRunLine, type LineProblem } from '../report/runs-file.js';
-import { canonical } from '../compare/sides.js';
-import type { History } from './history.js';
-import type { ResultSink, RunSource } from './store/index.js';
-import { readBody } from './http/index.js';
+import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import type { RunResult } from '../../contract/result.js';
+import type { AggregatableRun } from '../../stats/aggregate.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { compareRunSets, type CompareReport } from '../../compare/compare.js';
+import { exportableCompare } from '../../compare/view.js';
+import { GATE_CONTENT_TYPES, GATE_FORMATS, renderGate } from '../../gate/export.js';
+import { gate, parseLimits, parseShare } from '../../gate/gate.js';
+import { exportableGate } from '../../gate/view.js';
+import { CONTENT_TYPES, FORMAT_NAMES, render } from '../../report/export/index.js';
+import { parseRunLine, type LineProblem } from '../../report/runs-file.js';
+import { canonical } from '../../compare/sides.js';
+import type { History } from '../history/index.js';
+import type { ResultSink, RunSource } from '../store/index.js';
+import { readBody } from '../http/index.js';
 
 const pass: RequestHandler = (_req, _res, next) => {
   next();

@@ -4,20 +4,17 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
-import { matrixOf, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
-import { enqueueRequest, type Dispatcher } from './dispatch.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { matrixOf, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
+import { enqueueRequest, Submissions, detailOf, summaryOf, plannedRuns, type Dispatcher, type Limits } from '../matrices/index.js';
 import { eventsHandler, isFinal, type ProgressHub } from './events.js';
-import { downloads, resultsHandler, takeDownloadSlot } from './results-format.js';
-import { htmlAssets } from '../report/html-assets.js';
-import { reportCsp } from '../report/html.js';
-import { Submissions, type Limits } from './submit.js';
-export type { Limits } from './submit.js';
-import { detailOf, summaryOf } from './views.js';
-import { plannedRuns } from './plans.js';
-import { MATRIX_STATES, type MatrixRecord, type Store } from './store/index.js';
-import type { RedisConnection } from '../queue/redis.js';
-import type { Enrollment } from './enrollment.js';
+import { downloads, resultsHandler, takeDownloadSlot } from './results.js';
+import { htmlAssets } from '../../report/html-assets.js';
+import { reportCsp } from '../../report/html.js';
+export type { Limits } from '../matrices/index.js';
+import { MATRIX_STATES, type MatrixRecord, type Store } from '../store/index.js';
+import type { RedisConnection } from '../../queue/redis.js';
+import type { Enrollment } from '../enrollment/index.js';
 
 
 export interface MatricesDeps {

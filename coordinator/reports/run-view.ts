@@ -4,10 +4,10 @@
  * into the answer (runJson).
  */
 import { z } from 'zod';
-import { InotifyLimits } from '../contract/fingerprint.js';
-import { CellParams } from '../contract/matrix.js';
-import { Histogram } from '../contract/result.js';
-import type { RunRow } from './store/index.js';
+import { InotifyLimits } from '../../contract/fingerprint.js';
+import { CellParams } from '../../contract/matrix.js';
+import { Histogram } from '../../contract/result.js';
+import type { RunRow } from '../store/index.js';
 
 export interface RunView {
   readonly cellId: string;

@@ -5,17 +5,17 @@
  * every label. Each (cell, target, repetition) is one job with a deterministic id.
  */
 import { Queue } from 'bullmq';
-import type { RedisConnection } from '../queue/redis.js';
-import { maxRepetitions, type Cell, type Matrix, type Placement } from '../contract/matrix.js';
-import type { AgentStatus } from '../queue/registry.js';
-import { FsbenchError } from '../contract/errors.js';
-import { runOrder, type RunOrder } from '../contract/schedule.js';
+import type { RedisConnection } from '../../queue/redis.js';
+import { maxRepetitions, type Cell, type Matrix, type Placement } from '../../contract/matrix.js';
+import type { AgentStatus } from '../../queue/registry.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { runOrder, type RunOrder } from '../../contract/schedule.js';
 import { randomBytes } from 'node:crypto';
-import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../queue/jobs.js';
-import type { JobSigner } from '../queue/signing.js';
-import { cancelledKey } from '../queue/keys.js';
+import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../../queue/jobs.js';
+import type { JobSigner } from '../../queue/signing.js';
+import { cancelledKey } from '../../queue/keys.js';
 import { issuedRuns } from './plans.js';
-import { cellTargetKey, runKey, type Planned, type TargetInfo } from './store/index.js';
+import { cellTargetKey, runKey, type Planned, type TargetInfo } from '../store/index.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;

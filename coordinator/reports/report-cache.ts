@@ -8,15 +8,15 @@
 import path from 'node:path';
 import { parentPort, Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import { FsbenchError, isErrorCode, toFsbenchError, messageOf } from '../contract/errors.js';
-import { adaptiveRepetitions } from '../contract/matrix.js';
-import { buildReport } from '../report/build.js';
-import { render } from '../report/export/index.js';
-import { MAX_HTML_CELLS, renderHtmlReport } from '../report/html.js';
-import { htmlAssets } from '../report/html-assets.js';
-import type { Report } from '../report/model.js';
-import { exportableReport, pageDoc } from '../report/results-view.js';
-import { Store, storeRunSource, type MatrixRecord } from './store/index.js';
+import { FsbenchError, isErrorCode, toFsbenchError, messageOf } from '../../contract/errors.js';
+import { adaptiveRepetitions } from '../../contract/matrix.js';
+import { buildReport } from '../../report/build.js';
+import { render } from '../../report/export/index.js';
+import { MAX_HTML_CELLS, renderHtmlReport } from '../../report/html.js';
+import { htmlAssets } from '../../report/html-assets.js';
+import type { Report } from '../../report/model.js';
+import { exportableReport, pageDoc } from '../../report/results-view.js';
+import { Store, storeRunSource, type MatrixRecord } from '../store/index.js';
 
 /**
  * The report thread ends after this long without work: its heap, a few hundred MB after a large

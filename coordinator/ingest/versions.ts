@@ -5,8 +5,8 @@
  * should hear of it once per agent, not discover it in a comparison. The version an agent
  * states is its fingerprint's `fsbench` (host/version.ts on its side).
  */
-import type { AgentStatus } from '../queue/registry.js';
-import type { LogFields } from '../log/index.js';
+import type { AgentStatus } from '../../queue/registry.js';
+import type { LogFields } from '../../log/index.js';
 
 export class AgentVersions {
   /** Agents warned about, by agent id: only the live ones are kept, so it stays as small as the fleet. */

@@ -1,7 +1,7 @@
 /** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
-import { maxRepetitions, type Placement } from '../contract/matrix.js';
+import { maxRepetitions, type Placement } from '../../contract/matrix.js';
 import { precisionSummary } from './plans.js';
-import type { MatrixRecord, MatrixState, Store } from './store/index.js';
+import type { MatrixRecord, MatrixState, Store } from '../store/index.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 

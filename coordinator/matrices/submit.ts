@@ -7,19 +7,19 @@
  * `Idempotency-Key` gets the first answer instead of a second matrix.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { FsbenchError, messageOf } from '../contract/errors.js';
-import { expandMatrix, initialRepetitions, maxRepetitions, parseMatrix } from '../contract/matrix.js';
-import { newSeed } from '../contract/schedule.js';
-import { formatDuration } from '../contract/units.js';
-import { ANY_TARGET } from '../queue/jobs.js';
-import { liveAgents, type AgentStatus } from '../queue/registry.js';
+import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { expandMatrix, initialRepetitions, maxRepetitions, parseMatrix } from '../../contract/matrix.js';
+import { newSeed } from '../../contract/schedule.js';
+import { formatDuration } from '../../contract/units.js';
+import { ANY_TARGET } from '../../queue/jobs.js';
+import { liveAgents, type AgentStatus } from '../../queue/registry.js';
 import { enqueueRequest, resolveTargets, type Dispatcher, type EnqueueRequest } from './dispatch.js';
 import { planMatrix } from './estimate.js';
-import type { Enrollment } from './enrollment.js';
-import type { RedisConnection } from '../queue/redis.js';
-import type { Store } from './store/index.js';
-import { withDeadline } from './http/index.js';
-import { summaryOf } from './views.js';
+import type { Enrollment } from '../enrollment/index.js';
+import type { RedisConnection } from '../../queue/redis.js';
+import type { Store } from '../store/index.js';
+import { withDeadline } from '../http/index.js';
+import { summaryOf } from './progress.js';
 
 /** How long an answer is kept for a retry with the same Idempotency-Key. */
 const IDEMPOTENCY_KEEP_MS = 24 * 3_600_000;

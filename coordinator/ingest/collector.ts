@@ -19,22 +19,21 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job } from 'bullmq';
-import type { RedisConnection } from '../queue/redis.js';
+import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
-import { messageOf, type ErrorCode } from '../contract/errors.js';
-import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../contract/fingerprint.js';
-import { adaptiveRepetitions } from '../contract/matrix.js';
-import { RunResultSansFingerprint } from '../contract/result.js';
-import { scheduleInfo } from '../contract/schedule.js';
-import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, jobId, qualifiedQueueName, QueuedRunJob, RunReport, SignedRunReport, type RunJob } from '../queue/jobs.js';
-import { fingerprintsKey } from '../queue/keys.js';
-import type { JobVerifier } from '../queue/signing.js';
-import { proofMatches, reportMac } from '../queue/enrollment.js';
-import type { EnrolledKey } from './enrollment.js';
-import { issuedOf } from './plans.js';
-import type { MatrixRecord, Store, StoredRun } from './store/index.js';
-import { isConnectionError } from '../queue/redis-health.js';
+import { messageOf, type ErrorCode } from '../../contract/errors.js';
+import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../../contract/fingerprint.js';
+import { adaptiveRepetitions } from '../../contract/matrix.js';
+import { RunResultSansFingerprint } from '../../contract/result.js';
+import { scheduleInfo } from '../../contract/schedule.js';
+import { issuedOf, type Dispatcher } from '../matrices/index.js';
+import { ANY_TARGET, jobId, qualifiedQueueName, QueuedRunJob, RunReport, SignedRunReport, type RunJob } from '../../queue/jobs.js';
+import { fingerprintsKey } from '../../queue/keys.js';
+import type { JobVerifier } from '../../queue/signing.js';
+import { proofMatches, reportMac } from '../../queue/enrollment.js';
+import type { EnrolledKey } from '../enrollment/index.js';
+import type { MatrixRecord, Store, StoredRun } from '../store/index.js';
+import { isConnectionError } from '../../queue/redis-health.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few

@@ -8,14 +8,13 @@
  * Every time here is the Redis server's (see registry.ts): a coordinator whose clock jumps gives
  * up no host early, and an agent's clock keeps no host alive.
  */
-import type { RedisConnection } from '../queue/redis.js';
-import { readRegistry, type AgentStatus } from '../queue/registry.js';
-import { formatDuration } from '../contract/units.js';
-import { maxRepetitions } from '../contract/matrix.js';
-import { afterStored, issuedRuns, plannedRuns } from './plans.js';
-import type { Dispatcher } from './dispatch.js';
-import { ANY_TARGET, jobId } from '../queue/jobs.js';
-import { cellTargetKey, runKey, type MatrixRecord, type Store, type StoredRun } from './store/index.js';
+import type { RedisConnection } from '../../queue/redis.js';
+import { readRegistry, type AgentStatus } from '../../queue/registry.js';
+import { formatDuration } from '../../contract/units.js';
+import { maxRepetitions } from '../../contract/matrix.js';
+import { afterStored, issuedRuns, plannedRuns, type Dispatcher } from '../matrices/index.js';
+import { ANY_TARGET, jobId } from '../../queue/jobs.js';
+import { cellTargetKey, runKey, type MatrixRecord, type Store, type StoredRun } from '../store/index.js';
 
 export interface HostWatchDeps {
   readonly store: Store;

@@ -11,20 +11,20 @@
  * page's points by series, so their cost follows the page, not the history; runs are never
  * aggregated again.
  */
-import { differingFacts } from '../compare/machine-facts.js';
-import { canonical } from '../compare/sides.js';
-import type { MachineFingerprint } from '../contract/fingerprint.js';
-import { Annotations, CellParams, describeCell, varyingParams, type Cell } from '../contract/matrix.js';
-import { parseParam } from '../contract/params.js';
-import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
-import type { HistoryChange, HistoryPage, HistoryPoint, HistorySeries } from '../contract/history.js';
+import { differingFacts } from '../../compare/machine-facts.js';
+import { canonical } from '../../compare/sides.js';
+import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import { Annotations, CellParams, describeCell, varyingParams, type Cell } from '../../contract/matrix.js';
+import { parseParam } from '../../contract/params.js';
+import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from '../../contract/workloads/index.js';
+import type { HistoryChange, HistoryPage, HistoryPoint, HistorySeries } from '../../contract/history.js';
 import { z } from 'zod';
-import { aggregateRuns } from '../stats/aggregate.js';
-import { CHANGE_POINT_DEFAULTS, changeMagnitude, changePoints, type ChangePointOptions } from '../stats/change-point.js';
-import { detectableShift } from '../stats/power.js';
-import { ratioConfidenceInterval } from '../stats/ratio-ci.js';
-import { mean, median, stddev } from '../stats/summary.js';
-import { storeRunSource, type NewPoint, type SeriesRow, type Store } from './store/index.js';
+import { aggregateRuns } from '../../stats/aggregate.js';
+import { CHANGE_POINT_DEFAULTS, changeMagnitude, changePoints, type ChangePointOptions } from '../../stats/change-point.js';
+import { detectableShift } from '../../stats/power.js';
+import { ratioConfidenceInterval } from '../../stats/ratio-ci.js';
+import { mean, median, stddev } from '../../stats/summary.js';
+import { storeRunSource, type NewPoint, type SeriesRow, type Store } from '../store/index.js';
 
 /** Series per page by default, and at most. */
 export const HISTORY_PAGE = { default: 50, max: 500 } as const;

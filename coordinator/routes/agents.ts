@@ -3,14 +3,14 @@
  * (enrollment.ts), approving a waiting key, and making one-time enrollment tokens.
  */
 import { Router } from 'express';
-import type { RedisConnection } from '../queue/redis.js';
+import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
-import { FsbenchError } from '../contract/errors.js';
-import { parseDuration } from '../contract/units.js';
-import { liveAgents } from '../queue/registry.js';
-import { FSBENCH_VERSION } from '../host/version.js';
-import { readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from './http/index.js';
-import { MAX_TOKENS_PER_REQUEST, type Enrollment } from './enrollment.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { parseDuration } from '../../contract/units.js';
+import { liveAgents } from '../../queue/registry.js';
+import { FSBENCH_VERSION } from '../../host/version.js';
+import { readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
+import { MAX_TOKENS_PER_REQUEST, type Enrollment } from '../enrollment/index.js';
 
 export interface AgentsDeps {
   readonly redis: RedisConnection;

@@ -6,8 +6,8 @@
  * estimate, with the costs it assumes stated beside it); they exist to refuse a typo that asks for a month
  * and to tell users what to expect.
  */
-import type { Cell } from '../contract/matrix.js';
-import { WORKLOADS } from '../contract/workloads/index.js';
+import type { Cell } from '../../contract/matrix.js';
+import { WORKLOADS } from '../../contract/workloads/index.js';
 
 /** One run of one cell, as its workload estimates it (WorkloadContract.estimateRunMs). */
 export function estimateRunMs(cell: Cell): number {

@@ -6,26 +6,26 @@
  * tests/openapi-conformance.test.ts holds real answers of every route to this document.
  */
 import { z } from 'zod';
-import { ERROR_CODE_LIST, ERRORS, type ErrorCode } from '../contract/errors.js';
-import { InotifyLimits, MachineFingerprint } from '../contract/fingerprint.js';
-import { Interference } from '../contract/interference.js';
-import { Cell, CellParams, Matrix, Placement } from '../contract/matrix.js';
-import { Histogram, RunResult } from '../contract/result.js';
-import { RunOrder, Seed } from '../contract/schedule.js';
-import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
-import { AgentStatus } from '../queue/registry.js';
-import { AgentKeyView } from '../queue/enrollment.js';
-import { MAX_TOKENS_PER_REQUEST } from './enrollment.js';
-import { CompareReportSchema, UploadAnswerSchema } from '../compare/schema.js';
-import { GATE_FORMATS } from '../gate/export.js';
-import { GateReportSchema } from '../gate/schema.js';
-import { HistoryPageSchema } from '../contract/history.js';
-import { HISTORY_PAGE } from './history.js';
-import { Doc } from '../report/export/doc.js';
-import { FORMAT_NAMES } from '../report/export/index.js';
-import { ReportSchema } from '../report/schema.js';
-import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results-format.js';
-import { MATRIX_STATES, TargetInfo } from './store/index.js';
+import { ERROR_CODE_LIST, ERRORS, type ErrorCode } from '../../contract/errors.js';
+import { InotifyLimits, MachineFingerprint } from '../../contract/fingerprint.js';
+import { Interference } from '../../contract/interference.js';
+import { Cell, CellParams, Matrix, Placement } from '../../contract/matrix.js';
+import { Histogram, RunResult } from '../../contract/result.js';
+import { RunOrder, Seed } from '../../contract/schedule.js';
+import { WORKLOAD_NAMES, WORKLOADS } from '../../contract/workloads/index.js';
+import { AgentStatus } from '../../queue/registry.js';
+import { AgentKeyView } from '../../queue/enrollment.js';
+import { MAX_TOKENS_PER_REQUEST } from '../enrollment/index.js';
+import { CompareReportSchema, UploadAnswerSchema } from '../../compare/schema.js';
+import { GATE_FORMATS } from '../../gate/export.js';
+import { GateReportSchema } from '../../gate/schema.js';
+import { HistoryPageSchema } from '../../contract/history.js';
+import { HISTORY_PAGE } from '../history/index.js';
+import { Doc } from '../../report/export/doc.js';
+import { FORMAT_NAMES } from '../../report/export/index.js';
+import { ReportSchema } from '../../report/schema.js';
+import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results.js';
+import { MATRIX_STATES, TargetInfo } from '../store/index.js';
 
 type JsonSchema = Record<string, unknown>;
 

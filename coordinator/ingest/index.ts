@@ -1,0 +1,8 @@
+/**
+ * Ingestion: results collected from Redis exactly once (the collector, checking that each report
+ * names a run this coordinator issued, authenticated by an enrolled key), runs given up on hosts
+ * that went away, and the versions of the live agents.
+ */
+export { authenticate, collectorWatchdogMs, Collector, failedSweepMs, type CollectorDeps, type DropReason } from './collector.js';
+export { HostWatch, type HostWatchDeps } from './hosts.js';
+export { AgentVersions } from './versions.js';

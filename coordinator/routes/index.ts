@@ -1,0 +1,13 @@
+/**
+ * The API's routes, by resource: matrices (with their results, reports and progress events),
+ * agents, compare and gate, uploads, history, the dashboard's files, and the OpenAPI document
+ * that describes them all.
+ */
+export { agentsRouter, type AgentsDeps } from './agents.js';
+export { compareRouter, resultsUploadRouter, type CompareRouteDeps, type UploadRouteDeps } from './compare.js';
+export { dashboardRouter, type DashboardDeps } from './dashboard.js';
+export { ProgressHub } from './events.js';
+export { historyRouter } from './history.js';
+export { matricesRouter, type MatricesDeps } from './matrices.js';
+export { openApiDocument } from './openapi.js';
+export { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX, resultsHandler } from './results.js';
