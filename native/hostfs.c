@@ -45,7 +45,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,38 +56,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "output.h"
 #include "safe-open.h"
 
-#define EXIT_USAGE 2
-#define EXIT_RUNTIME 3
 /* Deeper trees than this are not fsbench's: its run directories are a few levels deep. */
 #define MAX_DEPTH 64
-
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-__attribute__((format(printf, 3, 4), noreturn)) static void die(int status, const char *code, const char *fmt, ...) {
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("{\"error\":{\"code\":");
-  json_string(stdout, code);
-  printf(",\"message\":");
-  json_string(stdout, msg);
-  printf("}}\n");
-  fflush(stdout);
-  exit(status);
-}
 
 /* The code for an errno met while resolving a path that must hold no symlink. */
 static const char *resolve_code(int e) {

@@ -1,7 +1,9 @@
 /*
- * What the native programs that report one JSON line share (native/metadata.c, native/watches.c):
- * how they follow their driver (its death, its SIGTERM), a monotonic clock, JSON strings, the error line {"error":{"code":..,"message":..,"done":N}}
- * with exit status 3 that their Node drivers parse, and checked integer arguments.
+ * What the native programs share: how they follow their driver (its death, its SIGTERM), a
+ * monotonic clock, JSON strings, the one error line their Node drivers parse,
+ * {"error":{"code":..,"message":..}} (with "done":N for the programs whose drivers read how far
+ * the work got), exit statuses, checked integer arguments, and the /proc/sys limits that error
+ * messages name.
  */
 #ifndef FSBENCH_OUTPUT_H
 #define FSBENCH_OUTPUT_H
@@ -15,6 +17,11 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+
+#define EXIT_USAGE 2
+#define EXIT_RUNTIME 3
+/* A longer message is cut; the line stays valid JSON. */
+#define ERROR_MESSAGE_BYTES 2048
 
 static inline long long now_ns(void) {
   struct timespec t;
@@ -33,20 +40,38 @@ static inline void json_string(const char *s) {
   putchar('"');
 }
 
-static _Noreturn void fail(const char *code, long done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static _Noreturn void fail(const char *code, long done, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+/* The error line; `done` (NULL: left out) is how much work was finished before the error. */
+static inline void print_error(const char *code, const char *message, const long *done) {
   printf("{\"error\":{\"code\":");
   json_string(code);
   printf(",\"message\":");
-  json_string(msg);
-  printf(",\"done\":%ld}}\n", done);
+  json_string(message);
+  if (done) printf(",\"done\":%ld", *done);
+  printf("}}\n");
   fflush(stdout);
-  exit(3);
+}
+
+static inline _Noreturn void vdie(int status, const char *code, const long *done, const char *fmt, va_list ap) {
+  char msg[ERROR_MESSAGE_BYTES];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  print_error(code, msg, done);
+  exit(status);
+}
+
+/* For the programs whose drivers read no "done": the error line, then exit with STATUS. */
+static inline _Noreturn void die(int status, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline _Noreturn void die(int status, const char *code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(status, code, NULL, fmt, ap);
+}
+
+/* For the programs whose drivers read "done": the error line with it, then exit status 3. */
+static inline _Noreturn void fail(const char *code, long done, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline _Noreturn void fail(const char *code, long done, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vdie(EXIT_RUNTIME, code, &done, fmt, ap);
 }
 
 /* The errno's name (ENOSPC ...) is the code, which the drivers map to fsbench's error codes. */
@@ -61,6 +86,17 @@ static inline long number_arg(const char *name, const char *value) {
   errno = 0;
   long v = strtol(value, &end, 10);
   if (errno || *end || v < 0) fail("USAGE", 0, "%s must be a non-negative integer, got '%s'", name, value);
+  return v;
+}
+
+/* A number from a /proc/sys file, for a message that names the limit; -1 where it cannot be read. */
+static inline long read_proc_long(const char *path) {
+  FILE *f = fopen(path, "re");
+  long v = -1;
+  if (f) {
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+  }
   return v;
 }
 

@@ -73,94 +73,16 @@
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
-#if __has_include(<sys/fanotify.h>)
-#include <sys/fanotify.h>
-#else
-/* glibc has exported both since 2.13; some distributions ship the header in a separate package.
- * The libc wrappers rather than syscall(2): fanotify_mark's 64-bit mask is split differently on
- * 32-bit ABIs. */
-#include <linux/fanotify.h>
-extern int fanotify_init(unsigned int flags, unsigned int event_f_flags);
-extern int fanotify_mark(int fanotify_fd, unsigned int flags, uint64_t mask, int dirfd, const char *pathname);
-#endif
 
+#include "fanotify.h"
+#include "histogram.h"
+#include "inotify.h"
+#include "output.h"
+#include "probe-options.h"
 #include "safe-open.h"
 
-/* name_to_handle_at flag (Linux 6.5) for a handle that only identifies, as fanotify reports it;
- * it also works on filesystems that cannot decode handles. Older kernels say EINVAL. */
-#ifndef AT_HANDLE_FID
-#define AT_HANDLE_FID 0x200
-#endif
-
-#define EXIT_USAGE 2
-#define EXIT_RUNTIME 3
-
-/* sizeof(struct inotify_event) + NAME_MAX + 1: the kernel refuses smaller read() buffers (EINVAL). */
-#define MIN_BUFFER_BYTES ((long long)sizeof(struct inotify_event) + NAME_MAX + 1)
-/* The largest FAN_REPORT_DFID_NAME record: metadata, then one info record (header and fsid, a
- * struct file_handle with up to MAX_HANDLE_SZ bytes, a name of up to NAME_MAX bytes and its NUL),
- * padded to 4 bytes. A read() buffer smaller than the next record fails with EINVAL. */
-#define MIN_FAN_DFID_BUFFER_BYTES                                                                                        \
-  ((long long)FAN_EVENT_METADATA_LEN +                                                                                  \
-   (((long long)sizeof(struct fanotify_event_info_fid) + (long long)sizeof(struct file_handle) + MAX_HANDLE_SZ +        \
-     NAME_MAX + 1 + 3) / 4 * 4))
-/* FIONREAD on a fanotify group walks its whole queue under the lock the writers take to queue,
- * so it is sampled, at most this often. */
-#define QUEUE_SAMPLE_NS 10000000u
-#define MAX_BUFFER_BYTES (64LL * 1024 * 1024)
-#define MAX_FILES 65536
-#define MAX_WRITERS 1024
-#define MAX_WRITE_BYTES (1024LL * 1024)
-#define MAX_MS (24LL * 3600 * 1000)
 #define THREAD_STACK_BYTES (256 * 1024)
 #define CACHE_LINE 64
-
-/* ------------------------------------------------------------------------------------------ */
-/* Output helpers                                                                               */
-
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-      case '"': fputs("\\\"", f); break;
-      case '\\': fputs("\\\\", f); break;
-      case '\n': fputs("\\n", f); break;
-      case '\r': fputs("\\r", f); break;
-      case '\t': fputs("\\t", f); break;
-      default:
-        if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-  }
-  fputc('"', f);
-}
-
-static void print_error(const char *code, const char *message) {
-  fputs("{\"error\":{\"code\":", stdout);
-  json_string(stdout, code);
-  fputs(",\"message\":", stdout);
-  json_string(stdout, message);
-  fputs("}}\n", stdout);
-  fflush(stdout);
-}
-
-__attribute__((format(printf, 3, 4), noreturn)) static void die(int status, const char *code, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  print_error(code, msg);
-  exit(status);
-}
-
-#define usage(...) die(EXIT_USAGE, "USAGE", __VA_ARGS__)
-
-static inline uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t tv_ns(struct timeval tv) { return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u; }
 
@@ -208,92 +130,7 @@ static int cmd_sysinfo(int argc, char **argv) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Latency histogram: log-linear, exact below 64 ns, then 32 linear sub-buckets per power of two */
-/* (relative bucket width <= 1/32), up to 2^48 ns; larger values land in the last bucket (the   */
-/* maximum is kept exactly anyway).                                                             */
-
-#define HIST_EXACT 64
-#define HIST_SUB_BITS 5
-#define HIST_SUB (1u << HIST_SUB_BITS)
-#define HIST_MIN_EXP 6  /* log2(HIST_EXACT) */
-#define HIST_MAX_EXP 47 /* values < 2^48 ns (~78 h) are bucketed exactly */
-#define HIST_BUCKETS (HIST_EXACT + (HIST_MAX_EXP - HIST_MIN_EXP + 1) * HIST_SUB)
-
-static inline unsigned hist_index(uint64_t v) {
-  if (v < HIST_EXACT) return (unsigned)v;
-  unsigned e = 63u - (unsigned)__builtin_clzll(v);
-  if (e > HIST_MAX_EXP) return HIST_BUCKETS - 1;
-  unsigned sub = (unsigned)(v >> (e - HIST_SUB_BITS)) & (HIST_SUB - 1);
-  return HIST_EXACT + (e - HIST_MIN_EXP) * HIST_SUB + sub;
-}
-
-static void hist_bounds(unsigned i, uint64_t *lo, uint64_t *hi) {
-  if (i < HIST_EXACT) {
-    *lo = i;
-    *hi = (uint64_t)i + 1;
-    return;
-  }
-  unsigned e = (i - HIST_EXACT) / HIST_SUB + HIST_MIN_EXP;
-  uint64_t sub = (i - HIST_EXACT) % HIST_SUB;
-  *lo = (HIST_SUB + sub) << (e - HIST_SUB_BITS);
-  *hi = (HIST_SUB + sub + 1) << (e - HIST_SUB_BITS);
-}
-
-struct histogram {
-  uint64_t count[HIST_BUCKETS];
-  uint64_t samples;
-  uint64_t max;
-};
-
-static inline void hist_add(struct histogram *h, uint64_t v) {
-  h->count[hist_index(v)]++;
-  h->samples++;
-  if (v > h->max) h->max = v;
-}
-
-/* HDR-style value at a percentile: the highest value equivalent to the bucket where the
- * cumulative count first reaches ceil(p/100 * samples); clamped to the exact maximum. */
-static uint64_t hist_percentile(const struct histogram *h, unsigned p) {
-  uint64_t rank = (h->samples * p + 99) / 100;
-  if (rank == 0) rank = 1;
-  uint64_t cum = 0;
-  for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-    cum += h->count[i];
-    if (cum >= rank) {
-      uint64_t lo, hi;
-      hist_bounds(i, &lo, &hi);
-      return hi - 1 < h->max ? hi - 1 : h->max;
-    }
-  }
-  return h->max;
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* inotify run state                                                                            */
-
-enum watch_kind { WATCH_FILES, WATCH_DIR };
-enum run_mode { MODE_CONCURRENT, MODE_DRAIN };
-enum reader_kind { READER_FULL, READER_BARE, READER_NONE };
-enum backend_kind { BACKEND_INOTIFY, BACKEND_FANOTIFY };
-enum mark_kind { MARK_INODE, MARK_DIR, MARK_MOUNT, MARK_FILESYSTEM };
-enum report_kind { REPORT_DFID_NAME, REPORT_FID };
-
-struct options {
-  const char *dir;
-  long long files, writers, duration_ms, write_bytes, buffer_bytes;
-  enum watch_kind watch;
-  enum run_mode mode;
-  enum reader_kind reader;
-  enum backend_kind backend;
-  enum mark_kind mark;
-  enum report_kind report;
-  bool unlimited_queue;
-  bool pin;
-  bool nice_set;
-  int nice;
-  long long drain_timeout_ms;
-  long long sample_every;
-};
 
 /* One per writer, each on its own cache line: the writer's outstanding marker timestamp. */
 struct slot {
@@ -318,8 +155,10 @@ struct reader_result {
   uint64_t user_ns, sys_ns, nvcsw, nivcsw;
 };
 
-/* Values in the wd map: >= 0 a workload file index, MARK_BASE - w the marker of writer w. */
+/* Who a record is about, in the wd map, the fanotify handle table and classify_chars alike: >= 0
+ * a workload file index, MARK_BASE - w the marker of writer w, WD_UNKNOWN any other file. */
 #define WD_UNKNOWN (-1)
+_Static_assert(WD_UNKNOWN == INOTIFY_WHO_UNKNOWN && WD_UNKNOWN == FAN_WHO_UNKNOWN, "one value for any other file");
 #define MARK_BASE (-2)
 
 static struct {
@@ -327,8 +166,7 @@ static struct {
   int *fds;         /* F workload files */
   int *mark_fds;    /* W marker files, or NULL */
   int ifd;          /* inotify instance or fanotify group, -1 without a reader */
-  int32_t *wd_map;  /* indexed by wd (watch files) */
-  size_t wd_map_len;
+  struct wd_map wds;  /* by wd (watch files) */
   char *rbuf;       /* read buffer, buffer_bytes */
   const char *wbuf; /* what writers write */
   struct slot *slots;
@@ -354,10 +192,11 @@ static struct {
 
   bool failed; /* first runtime error wins */
   char err_code[32];
-  char err_msg[1024];
+  char err_msg[ERROR_MESSAGE_BYTES];
 } g = {.ifd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-__attribute__((format(printf, 2, 3))) static void fail(const char *code, const char *fmt, ...) {
+/* A runtime error in any thread: the first one wins and is the error line; every thread stops. */
+__attribute__((format(printf, 2, 3))) static void fail_run(const char *code, const char *fmt, ...) {
   pthread_mutex_lock(&g.mu);
   if (!g.failed) {
     g.failed = true;
@@ -394,7 +233,7 @@ static bool pin_self(int cpu) {
   int rc = pthread_setaffinity_np(pthread_self(), size, set);
   CPU_FREE(set);
   if (rc != 0) {
-    fail("PIN_UNAVAILABLE", "cannot pin a thread to CPU %d: %s; run with pin off", cpu, strerror(rc));
+    fail_run("PIN_UNAVAILABLE", "cannot pin a thread to CPU %d: %s; run with pin off", cpu, strerror(rc));
     return false;
   }
   return true;
@@ -424,7 +263,7 @@ static void *writer_main(void *arg) {
       for (unsigned f = first; f < F; f += stride) {
         if (atomic_load_explicit(&g.stop, memory_order_relaxed)) goto done;
         if (pwrite(fds[f], buf, B, 0) < 0) {
-          fail("PROBE_FAILED", "pwrite to file.%05u failed: %s", f, strerror(errno));
+          fail_run("PROBE_FAILED", "pwrite to file.%05u failed: %s", f, strerror(errno));
           goto done;
         }
         writes++;
@@ -433,7 +272,7 @@ static void *writer_main(void *arg) {
           if (atomic_load_explicit(stamp, memory_order_acquire) == 0) {
             atomic_store_explicit(stamp, now_ns(), memory_order_release);
             if (pwrite(mark_fd, buf, 1, 0) < 0) {
-              fail("PROBE_FAILED", "pwrite to mark.%04u failed: %s", w->index, strerror(errno));
+              fail_run("PROBE_FAILED", "pwrite to mark.%04u failed: %s", w->index, strerror(errno));
               goto done;
             }
             marker_writes++;
@@ -491,12 +330,34 @@ static inline int32_t classify_chars(const char *n, size_t avail) {
 /* inotify pads names with NULs to a multiple of 16 bytes, so len is 0 or at least 16. */
 static inline int32_t classify_name(const struct inotify_event *ev) { return classify_chars(ev->name, ev->len); }
 
+/* After an overflow the markers' events may be among the lost ones: let every writer stamp afresh. */
+static inline void clear_stamps(void) {
+  for (unsigned w = 0; w < (unsigned)g.o.writers; w++) atomic_store_explicit(&g.slots[w].stamp, 0, memory_order_relaxed);
+}
+
+/* A modify record of WHO: a workload file's event, or a marker's, whose latency is sampled. False
+ * for any other file. */
+static inline __attribute__((always_inline)) bool count_modify(struct rcount *c, int32_t who, bool sampling) {
+  if (who >= 0) {
+    c->events++;
+    return true;
+  }
+  if (!sampling || who > MARK_BASE) return false;
+  c->marker_events++;
+  uint64_t t = atomic_exchange_explicit(&g.slots[MARK_BASE - who].stamp, 0, memory_order_acq_rel);
+  if (t != 0) {
+    uint64_t now = now_ns();
+    hist_add(&g.hist, now > t ? now - t : 0);
+  }
+  return true;
+}
+
 /* The measuring walk: classify every record; returns the number of records. */
 static inline __attribute__((always_inline)) uint64_t walk_full(const char *p, const char *end, struct rcount *c,
                                                                  bool dir_watch, bool sampling) {
   uint64_t records = 0;
-  const int32_t *map = g.wd_map;
-  const size_t map_len = g.wd_map_len;
+  const int32_t *map = g.wds.who;
+  const size_t map_len = g.wds.len;
   while (p < end) {
     const struct inotify_event *ev = (const struct inotify_event *)(const void *)p;
     p += sizeof *ev + ev->len;
@@ -504,25 +365,14 @@ static inline __attribute__((always_inline)) uint64_t walk_full(const char *p, c
     const uint32_t mask = ev->mask;
     if (__builtin_expect(mask & IN_Q_OVERFLOW, 0)) {
       c->overflows++;
-      /* The markers' events may be among the lost ones: let every writer stamp afresh. */
-      if (sampling)
-        for (unsigned w = 0; w < (unsigned)g.o.writers; w++) atomic_store_explicit(&g.slots[w].stamp, 0, memory_order_relaxed);
+      if (sampling) clear_stamps();
       continue;
     }
     if (!(mask & IN_MODIFY)) continue;
     int32_t who;
     if (dir_watch) who = classify_name(ev);
     else who = (size_t)(uint32_t)ev->wd < map_len ? map[ev->wd] : WD_UNKNOWN;
-    if (who >= 0) {
-      c->events++;
-    } else if (sampling && who <= MARK_BASE) {
-      c->marker_events++;
-      uint64_t t = atomic_exchange_explicit(&g.slots[MARK_BASE - who].stamp, 0, memory_order_acq_rel);
-      if (t != 0) {
-        uint64_t now = now_ns();
-        hist_add(&g.hist, now > t ? now - t : 0);
-      }
-    }
+    count_modify(c, who, sampling);
   }
   c->records += records;
   return records;
@@ -543,86 +393,16 @@ static inline __attribute__((always_inline)) uint64_t walk_bare(const char *p, c
   return records;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* fanotify: which file an event belongs to                                                     */
+/* Which file a fanotify record is about (fanotify.h): FAN_REPORT_FID looks its handle up in the
+ * table, FAN_REPORT_DFID_NAME (`named`) needs DIR's handle and classifies the name. */
+static struct fan_ids fan;
 
-/* fanotify identifies objects by file handle, and a mount or filesystem mark reports every file
- * of the filesystem. With FAN_REPORT_FID, the handle of each workload file and marker (from
- * name_to_handle_at at setup) is looked up in an open-addressing table; with FAN_REPORT_DFID_NAME
- * the directory's handle is compared and the name classified as with an inotify directory watch.
- * All marks lie on one filesystem (inode and dir marks on the run's own objects, mount and
- * filesystem marks on DIR's), so the handle alone names a file: the fsid is not compared. */
-struct fid_slot {
-  uint32_t off; /* into fan.pool */
-  uint32_t len;
-  int32_t type;
-  int32_t who; /* WD_UNKNOWN: empty */
-};
-
-static struct {
-  unsigned char *pool; /* (files + markers) * MAX_HANDLE_SZ: bounded by the option limits */
-  size_t pool_len, pool_cap;
-  struct fid_slot *slots;
-  size_t mask;
-  unsigned char dir_handle[MAX_HANDLE_SZ];
-  uint32_t dir_len;
-  int32_t dir_type;
-  int handle_flags;
-} fan;
-
-static inline uint64_t fid_hash(int32_t type, const unsigned char *b, size_t len) {
-  uint64_t h = 1469598103934665603u ^ (uint32_t)type; /* FNV-1a */
-  h *= 1099511628211u;
-  for (size_t i = 0; i < len; i++) {
-    h ^= b[i];
-    h *= 1099511628211u;
-  }
-  return h;
-}
-
-static inline int32_t fid_lookup(int32_t type, const unsigned char *b, size_t len) {
-  for (size_t i = (size_t)fid_hash(type, b, len) & fan.mask;; i = (i + 1) & fan.mask) {
-    const struct fid_slot *e = &fan.slots[i];
-    if (e->who == WD_UNKNOWN) return WD_UNKNOWN;
-    if (e->len == len && e->type == type && memcmp(fan.pool + e->off, b, len) == 0) return e->who;
-  }
-}
-
-/* FAN_REPORT_FID: the FID record's handle. FAN_REPORT_DFID_NAME: the DFID_NAME record's directory
- * handle must be DIR's, and its name says which file. Anything else, or a record that does not
- * parse, is WD_UNKNOWN (foreign). `p` is the record, `m` its metadata (validated). */
 static inline __attribute__((always_inline)) int32_t fan_who(const char *p, const struct fanotify_event_metadata *m,
                                                              bool named) {
-  const size_t fixed = sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle);
-  const uint8_t want = named ? FAN_EVENT_INFO_TYPE_DFID_NAME : FAN_EVENT_INFO_TYPE_FID;
-  const char *q = p + m->metadata_len, *end = p + m->event_len;
-  while ((size_t)(end - q) >= sizeof(struct fanotify_event_info_header)) {
-    struct fanotify_event_info_header h;
-    memcpy(&h, q, sizeof h);
-    if (h.len < sizeof h || h.len > (size_t)(end - q)) return WD_UNKNOWN;
-    if (h.info_type == want) {
-      if (h.len < fixed) return WD_UNKNOWN;
-      struct file_handle fh;
-      memcpy(&fh, q + sizeof(struct fanotify_event_info_fid), sizeof fh);
-      if (fh.handle_bytes > h.len - fixed) return WD_UNKNOWN;
-      const unsigned char *hb = (const unsigned char *)q + fixed;
-      if (!named) return fid_lookup(fh.handle_type, hb, fh.handle_bytes);
-      if (fh.handle_bytes != fan.dir_len || fh.handle_type != fan.dir_type || memcmp(hb, fan.dir_handle, fh.handle_bytes) != 0)
-        return WD_UNKNOWN;
-      return classify_chars((const char *)hb + fh.handle_bytes, h.len - fixed - fh.handle_bytes);
-    }
-    q += h.len;
-  }
-  return WD_UNKNOWN;
-}
-
-/* Records are only 4-byte aligned (the kernel's FANOTIFY_EVENT_ALIGN) and the metadata holds a
- * u64, so it is copied out rather than cast. False for a record that does not parse. */
-static inline bool fan_meta(const char *p, const char *end, struct fanotify_event_metadata *m) {
-  if ((size_t)(end - p) < FAN_EVENT_METADATA_LEN) return false;
-  memcpy(m, p, FAN_EVENT_METADATA_LEN);
-  return m->vers == FANOTIFY_METADATA_VERSION && m->event_len >= FAN_EVENT_METADATA_LEN &&
-         m->event_len <= (size_t)(end - p) && m->metadata_len >= FAN_EVENT_METADATA_LEN && m->metadata_len <= m->event_len;
+  struct fan_fid f;
+  if (!fan_fid_of(p, m, named ? FAN_EVENT_INFO_TYPE_DFID_NAME : FAN_EVENT_INFO_TYPE_FID, &f)) return WD_UNKNOWN;
+  if (!named) return fid_lookup(&fan, f.type, f.handle, f.bytes);
+  return fan_is_dir(&fan, &f) ? classify_chars(f.rest, f.rest_len) : WD_UNKNOWN;
 }
 
 /* The measuring walk for fanotify: attribute every FAN_MODIFY record, count overflows. */
@@ -631,33 +411,13 @@ static inline __attribute__((always_inline)) uint64_t walk_fan_full(const char *
   uint64_t records = 0;
   while (p < end) {
     struct fanotify_event_metadata m;
-    if (!fan_meta(p, end, &m)) {
-      c->malformed = true;
-      break;
-    }
+    if (!fan_record(p, end, &m, &c->malformed)) break;
     records++;
-    /* A group reporting file handles sends FAN_NOFD; an fd would otherwise leak. */
-    if (__builtin_expect(m.fd >= 0, 0)) close(m.fd);
     if (__builtin_expect(m.mask & FAN_Q_OVERFLOW, 0)) {
       c->overflows++;
-      if (sampling)
-        for (unsigned w = 0; w < (unsigned)g.o.writers; w++) atomic_store_explicit(&g.slots[w].stamp, 0, memory_order_relaxed);
-    } else if (m.mask & FAN_MODIFY) {
-      int32_t who = fan_who(p, &m, named);
-      if (who >= 0) {
-        c->events++;
-      } else if (who <= MARK_BASE) {
-        c->marker_events++;
-        if (sampling) {
-          uint64_t t = atomic_exchange_explicit(&g.slots[MARK_BASE - who].stamp, 0, memory_order_acq_rel);
-          if (t != 0) {
-            uint64_t now = now_ns();
-            hist_add(&g.hist, now > t ? now - t : 0);
-          }
-        }
-      } else {
-        c->foreign++;
-      }
+      if (sampling) clear_stamps();
+    } else if ((m.mask & FAN_MODIFY) && !count_modify(c, fan_who(p, &m, named), sampling)) {
+      c->foreign++;
     }
     p += m.event_len;
   }
@@ -670,12 +430,8 @@ static inline __attribute__((always_inline)) uint64_t walk_fan_bare(const char *
   uint64_t records = 0, overflows = 0;
   while (p < end) {
     struct fanotify_event_metadata m;
-    if (!fan_meta(p, end, &m)) {
-      c->malformed = true;
-      break;
-    }
+    if (!fan_record(p, end, &m, &c->malformed)) break;
     records++;
-    if (__builtin_expect(m.fd >= 0, 0)) close(m.fd);
     overflows += (m.mask & FAN_Q_OVERFLOW) != 0;
     p += m.event_len;
   }
@@ -699,22 +455,22 @@ static inline __attribute__((always_inline)) int read_once(struct rstate *s, enu
   if (fan && kind == READER_FULL && s->last >= s->queue_due) {
     int queued = 0;
     if (ioctl(g.ifd, FIONREAD, &queued) != 0) {
-      fail("PROBE_FAILED", "ioctl(FIONREAD) on the fanotify descriptor failed: %s", strerror(errno));
+      fail_run("PROBE_FAILED", "ioctl(FIONREAD) on the fanotify descriptor failed: %s", strerror(errno));
       return -2;
     }
     s->queue_samples++;
     if (queued > 0 && (uint64_t)queued > s->queue_max) s->queue_max = (uint64_t)queued;
-    s->queue_due = s->last + QUEUE_SAMPLE_NS;
+    s->queue_due = s->last + FAN_QUEUE_SAMPLE_NS;
   }
   ssize_t n = read(g.ifd, g.rbuf, (size_t)g.o.buffer_bytes);
   if (n <= 0) {
     if (n < 0 && errno == EINTR) return 0;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
     if (fan && n < 0 && errno == EINVAL)
-      fail("PROBE_FAILED", "read() of %lld bytes from the fanotify descriptor failed: %s; the next queued event is larger "
+      fail_run("PROBE_FAILED", "read() of %lld bytes from the fanotify descriptor failed: %s; the next queued event is larger "
            "than the read buffer: use a larger bufferBytes", g.o.buffer_bytes, strerror(errno));
     else
-      fail("PROBE_FAILED", "read from the %s descriptor %s", fan ? "fanotify" : "inotify", n == 0 ? "returned 0 bytes" : strerror(errno));
+      fail_run("PROBE_FAILED", "read from the %s descriptor %s", fan ? "fanotify" : "inotify", n == 0 ? "returned 0 bytes" : strerror(errno));
     return -2;
   }
   uint64_t t = now_ns();
@@ -728,7 +484,7 @@ static inline __attribute__((always_inline)) int read_once(struct rstate *s, enu
     recs = kind == READER_FULL ? walk_fan_full(g.rbuf, g.rbuf + n, &s->c, named, sampling)
                                : walk_fan_bare(g.rbuf, g.rbuf + n, &s->c);
     if (s->c.malformed) {
-      fail("PROBE_FAILED", "read() returned a fanotify record that does not parse (metadata version %d expected)",
+      fail_run("PROBE_FAILED", "read() returned a fanotify record that does not parse (metadata version %d expected)",
            FANOTIFY_METADATA_VERSION);
       return -2;
     }
@@ -748,7 +504,7 @@ static void reader_loop(struct rstate *s, enum reader_kind kind, bool fan, bool 
       int r = read_once(s, kind, fan, named, sampling, &when);
       if (r == -2) return;
       if (r == -1) { /* cannot happen on a blocking fd */
-        fail("PROBE_FAILED", "read from the blocking %s descriptor returned EAGAIN", fan ? "fanotify" : "inotify");
+        fail_run("PROBE_FAILED", "read from the blocking %s descriptor returned EAGAIN", fan ? "fanotify" : "inotify");
         return;
       }
     }
@@ -764,7 +520,7 @@ static void reader_loop(struct rstate *s, enum reader_kind kind, bool fan, bool 
    * write()), so read until the queue is empty. */
   int fl = fcntl(g.ifd, F_GETFL);
   if (fl < 0 || fcntl(g.ifd, F_SETFL, fl | O_NONBLOCK) < 0) {
-    fail("PROBE_FAILED", "cannot make the %s descriptor non-blocking: %s", fan ? "fanotify" : "inotify", strerror(errno));
+    fail_run("PROBE_FAILED", "cannot make the %s descriptor non-blocking: %s", fan ? "fanotify" : "inotify", strerror(errno));
     return;
   }
   pthread_mutex_lock(&g.mu);
@@ -789,9 +545,9 @@ static void *reader_main(void *arg) {
   if (ok && g.o.nice_set && setpriority(PRIO_PROCESS, (id_t)gettid(), g.o.nice) != 0) {
     int e = errno;
     if (e == EACCES || e == EPERM)
-      fail("PRIVILEGE_MISSING", "cannot set the reader's nice value to %d: %s; a negative nice value needs CAP_SYS_NICE "
+      fail_run("PRIVILEGE_MISSING", "cannot set the reader's nice value to %d: %s; a negative nice value needs CAP_SYS_NICE "
            "(run as root or raise RLIMIT_NICE), or use a reader nice value >= 0", g.o.nice, strerror(e));
-    else fail("PROBE_FAILED", "setpriority(%d) for the reader failed: %s", g.o.nice, strerror(e));
+    else fail_run("PROBE_FAILED", "setpriority(%d) for the reader failed: %s", g.o.nice, strerror(e));
     ok = false;
   }
   struct rstate s = {0};
@@ -841,112 +597,7 @@ static void *reader_main(void *arg) {
 static void on_sigusr1(int sig) { (void)sig; }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Option parsing                                                                               */
-
-static long long parse_int(const char *name, const char *v, long long lo, long long hi) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (errno || end == v || *end != '\0') usage("%s must be an integer, got '%s'", name, v);
-  if (x < lo || x > hi) usage("%s must be between %lld and %lld, got %lld", name, lo, hi, x);
-  return x;
-}
-
-static int parse_enum(const char *name, const char *v, const char *const *values, const char *allowed) {
-  for (int i = 0; values[i]; i++)
-    if (strcmp(v, values[i]) == 0) return i;
-  usage("%s must be %s, got '%s'", name, allowed, v);
-}
-
-static void parse_inotify_options(int argc, char **argv, struct options *o) {
-  static const char *const names[] = {"--dir", "--files", "--writers", "--duration-ms", "--write-bytes",
-                                      "--buffer-bytes", "--watch", "--mode", "--reader", "--pin",
-                                      "--reader-nice", "--drain-timeout-ms", "--sample-every", "--backend", "--mark",
-                                      "--report", "--unlimited-queue", NULL};
-  enum { N_REQUIRED = 9, N_OPTIONS = 17, OPT_MARK = 14, OPT_REPORT = 15, OPT_UNLIMITED = 16 };
-  bool seen[N_OPTIONS] = {false};
-  static const char *const watch_v[] = {"files", "dir", NULL};
-  static const char *const mode_v[] = {"concurrent", "drain", NULL};
-  static const char *const reader_v[] = {"full", "bare", "none", NULL};
-  static const char *const backend_v[] = {"inotify", "fanotify", NULL};
-  static const char *const mark_v[] = {"inode", "dir", "mount", "filesystem", NULL};
-  static const char *const report_v[] = {"dfid-name", "fid", NULL};
-
-  *o = (struct options){.drain_timeout_ms = 10000, .sample_every = 256};
-  for (int i = 0; i < argc; i += 2) {
-    int k = -1;
-    for (int j = 0; names[j]; j++)
-      if (strcmp(argv[i], names[j]) == 0) k = j;
-    if (k < 0) usage("unknown option '%s'; options are --dir --files --writers --duration-ms --write-bytes "
-                     "--buffer-bytes --watch --mode --reader --pin --reader-nice --drain-timeout-ms --sample-every "
-                     "--backend --mark --report --unlimited-queue", argv[i]);
-    if (i + 1 >= argc) usage("%s needs a value", argv[i]);
-    if (seen[k]) usage("%s is given twice", argv[i]);
-    seen[k] = true;
-    const char *v = argv[i + 1];
-    switch (k) {
-      case 0:
-        if (!*v) usage("--dir must not be empty");
-        o->dir = v;
-        break;
-      case 1: o->files = parse_int("--files", v, 1, MAX_FILES); break;
-      case 2: o->writers = parse_int("--writers", v, 1, MAX_WRITERS); break;
-      case 3: o->duration_ms = parse_int("--duration-ms", v, 1, MAX_MS); break;
-      case 4: o->write_bytes = parse_int("--write-bytes", v, 1, MAX_WRITE_BYTES); break;
-      case 5: {
-        char *end;
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end) usage("--buffer-bytes must be an integer, got '%s'", v);
-        if (x < MIN_BUFFER_BYTES)
-          usage("--buffer-bytes %lld is smaller than %lld, the smallest read() buffer the kernel accepts for inotify "
-                "(sizeof(struct inotify_event) + NAME_MAX + 1); use at least %lld", x, MIN_BUFFER_BYTES, MIN_BUFFER_BYTES);
-        if (x > MAX_BUFFER_BYTES) usage("--buffer-bytes must be at most %lld, got %lld", MAX_BUFFER_BYTES, x);
-        o->buffer_bytes = x;
-        break;
-      }
-      case 6: o->watch = (enum watch_kind)parse_enum("--watch", v, watch_v, "files or dir"); break;
-      case 7: o->mode = (enum run_mode)parse_enum("--mode", v, mode_v, "concurrent or drain"); break;
-      case 8: o->reader = (enum reader_kind)parse_enum("--reader", v, reader_v, "full, bare or none"); break;
-      case 9: o->pin = parse_int("--pin", v, 0, 1) == 1; break;
-      case 10:
-        o->nice = (int)parse_int("--reader-nice", v, -20, 19);
-        o->nice_set = true;
-        break;
-      case 11: o->drain_timeout_ms = parse_int("--drain-timeout-ms", v, 1, MAX_MS); break;
-      case 12: o->sample_every = parse_int("--sample-every", v, 0, INT32_MAX); break;
-      case 13: o->backend = (enum backend_kind)parse_enum("--backend", v, backend_v, "inotify or fanotify"); break;
-      case OPT_MARK: o->mark = (enum mark_kind)parse_enum("--mark", v, mark_v, "inode, dir, mount or filesystem"); break;
-      case OPT_REPORT: o->report = (enum report_kind)parse_enum("--report", v, report_v, "dfid-name or fid"); break;
-      case OPT_UNLIMITED: o->unlimited_queue = parse_int("--unlimited-queue", v, 0, 1) == 1; break;
-    }
-  }
-  for (int j = 0; j < N_REQUIRED; j++)
-    if (!seen[j]) usage("%s is required", names[j]);
-  if (o->reader == READER_NONE && o->mode == MODE_DRAIN)
-    usage("--mode drain measures the raw read path and needs --reader full or bare, not none");
-  if (o->backend != BACKEND_FANOTIFY && (seen[OPT_MARK] || seen[OPT_REPORT] || seen[OPT_UNLIMITED]))
-    usage("--mark, --report and --unlimited-queue configure the fanotify group: they need --backend fanotify");
-  if (o->backend == BACKEND_FANOTIFY && o->reader == READER_NONE)
-    usage("--backend fanotify is read by the probe's own reader: use --reader full or bare, not none");
-  if (o->backend == BACKEND_FANOTIFY && o->report == REPORT_DFID_NAME && o->buffer_bytes < MIN_FAN_DFID_BUFFER_BYTES)
-    usage("--buffer-bytes %lld is smaller than %lld, the largest FAN_REPORT_DFID_NAME record (metadata, a %d-byte file "
-          "handle and a NAME_MAX name): read() would fail with EINVAL on such a record; use at least %lld",
-          o->buffer_bytes, MIN_FAN_DFID_BUFFER_BYTES, MAX_HANDLE_SZ, MIN_FAN_DFID_BUFFER_BYTES);
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* Setup                                                                                        */
-
-static long read_proc_long(const char *path) {
-  FILE *f = fopen(path, "re");
-  long v = -1;
-  if (f) {
-    if (fscanf(f, "%ld", &v) != 1) v = -1;
-    fclose(f);
-  }
-  return v;
-}
 
 static rlim_t raise_nofile(void) {
   struct rlimit rl;
@@ -991,241 +642,54 @@ static int create_file(int dfd, const char *name, rlim_t nofile) {
       name, g.o.dir, strerror(e));
 }
 
-static void map_wd(int wd, int32_t who) {
-  if (wd < 0) return;
-  if ((size_t)wd >= g.wd_map_len) {
-    size_t n = g.wd_map_len ? g.wd_map_len : 1024;
-    while (n <= (size_t)wd) n *= 2;
-    int32_t *m = realloc(g.wd_map, n * sizeof *m);
-    if (!m) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory for the watch map");
-    for (size_t i = g.wd_map_len; i < n; i++) m[i] = WD_UNKNOWN;
-    g.wd_map = m;
-    g.wd_map_len = n;
+/* What watches and marks are put on: DIR/file.NNNNN for i < files, then the writers' markers
+ * DIR/mark.NNNN when there are any. The path is valid until the next call. */
+static long long member_count(void) { return g.o.files + (g.mark_fds ? g.o.writers : 0); }
+
+static const char *member_path(long long i) {
+  static char *path;
+  static size_t len;
+  if (!path) {
+    len = strlen(g.o.dir) + 32;
+    path = malloc(len);
+    if (!path) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory");
   }
-  g.wd_map[wd] = who;
+  if (i < g.o.files) snprintf(path, len, "%s/file.%05lld", g.o.dir, i);
+  else snprintf(path, len, "%s/mark.%04lld", g.o.dir, i - g.o.files);
+  return path;
 }
 
-static void add_watch(const char *path, int32_t who, long long nwatches) {
-  int wd = inotify_add_watch(g.ifd, path, IN_MODIFY);
-  if (wd >= 0) {
-    map_wd(wd, who);
+/* What the wd map and the handle table answer for member i. */
+static int32_t member_who(long long i) { return i < g.o.files ? (int32_t)i : MARK_BASE - (int32_t)(i - g.o.files); }
+
+/* The inotify instance (inotify.h) and its watches: DIR's, or each member's. */
+static void setup_inotify(rlim_t nofile, long long open_fds) {
+  g.ifd = inotify_open(nofile, open_fds, g.o.files);
+  if (g.o.watch == WATCH_DIR) {
+    inotify_watch_dir(g.ifd, g.o.dir);
     return;
   }
-  int e = errno;
-  if (e == ENOSPC) {
-    long max = read_proc_long("/proc/sys/fs/inotify/max_user_watches");
-    die(EXIT_RUNTIME, "LIMIT_REACHED", "inotify_add_watch(%s): %s; fs.inotify.max_user_watches (%ld) is too small for %lld files "
-        "(this run needs %lld watches on top of those the user already holds): raise fs.inotify.max_user_watches, "
-        "use fewer files, or watch the directory",
-        path, strerror(e), max, g.o.files, nwatches);
-  }
-  die(EXIT_RUNTIME, "PROBE_FAILED", "inotify_add_watch(%s) failed: %s", path, strerror(e));
+  const long long n = member_count();
+  for (long long i = 0; i < n; i++) inotify_watch_file(g.ifd, &g.wds, member_path(i), member_who(i), g.o.files, n);
 }
 
-static void setup_inotify(rlim_t nofile, long long open_fds) {
-  g.ifd = inotify_init1(IN_CLOEXEC);
-  if (g.ifd < 0) {
-    int e = errno;
-    if (e == EMFILE && nofile != 0 && (unsigned long long)open_fds + 1 >= (unsigned long long)nofile)
-      die(EXIT_RUNTIME, "LIMIT_REACHED", "inotify_init1: %s; the open-files limit (RLIMIT_NOFILE, %llu) is too small for %lld files: "
-          "raise 'ulimit -Hn' or use fewer files", strerror(e), (unsigned long long)nofile, g.o.files);
-    if (e == EMFILE)
-      die(EXIT_RUNTIME, "LIMIT_REACHED", "inotify_init1: %s; fs.inotify.max_user_instances (%ld) is reached for this user: "
-          "raise fs.inotify.max_user_instances or stop other inotify users",
-          strerror(e), read_proc_long("/proc/sys/fs/inotify/max_user_instances"));
-    if (e == ENFILE)
-      die(EXIT_RUNTIME, "LIMIT_REACHED", "inotify_init1: %s; the system-wide limit fs.file-max is reached", strerror(e));
-    die(EXIT_RUNTIME, "PROBE_FAILED", "inotify_init1 failed: %s", strerror(e));
-  }
-  size_t dlen = strlen(g.o.dir);
-  char *path = malloc(dlen + 32);
-  if (!path) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory");
-  if (g.o.watch == WATCH_DIR) {
-    int wd = inotify_add_watch(g.ifd, g.o.dir, IN_MODIFY);
-    if (wd < 0) {
-      int e = errno;
-      if (e == ENOSPC)
-        die(EXIT_RUNTIME, "LIMIT_REACHED", "inotify_add_watch(%s): %s; fs.inotify.max_user_watches (%ld) has no room left for "
-            "one more watch: raise fs.inotify.max_user_watches", g.o.dir, strerror(e),
-            read_proc_long("/proc/sys/fs/inotify/max_user_watches"));
-      die(EXIT_RUNTIME, "TARGET_UNUSABLE", "cannot watch %s: %s", g.o.dir, strerror(e));
-    }
-  } else {
-    long long nwatches = g.o.files + (g.mark_fds ? g.o.writers : 0);
-    for (long long i = 0; i < g.o.files; i++) {
-      snprintf(path, dlen + 32, "%s/file.%05lld", g.o.dir, i);
-      add_watch(path, (int32_t)i, nwatches);
-    }
-    if (g.mark_fds)
-      for (long long w = 0; w < g.o.writers; w++) {
-        snprintf(path, dlen + 32, "%s/mark.%04lld", g.o.dir, w);
-        add_watch(path, MARK_BASE - (int32_t)w, nwatches);
-      }
-  }
-  free(path);
-}
-
-/* fanotify setup ----------------------------------------------------------------------------- */
-
-static const char *errno_name(int e) {
-  switch (e) {
-    case EINVAL: return "EINVAL";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EXDEV: return "EXDEV";
-    case ENODEV: return "ENODEV";
-    case ENOSYS: return "ENOSYS";
-    case ENOTDIR: return "ENOTDIR";
-    case EPERM: return "EPERM";
-    case ENOSPC: return "ENOSPC";
-    case EMFILE: return "EMFILE";
-    default: return "errno";
-  }
-}
-
-/* Why the kernel may have said no, for the message of an UNSUPPORTED refusal. */
-static const char *refusal_hint(int e) {
-  switch (e) {
-    case EOPNOTSUPP:
-      return "the filesystem cannot encode file handles, or (for mount and filesystem marks) cannot decode them";
-    case ENODEV: return "the filesystem has no fsid to report events with";
-    case EXDEV: return "the directory lies in a subvolume whose fsid differs from its filesystem's";
-    case ENOSYS: return "this kernel is built without fanotify (CONFIG_FANOTIFY)";
-    default: return "this kernel does not accept this combination of fanotify flags";
-  }
-}
-
-static bool refusal(int e) { return e == EINVAL || e == EOPNOTSUPP || e == EXDEV || e == ENODEV || e == ENOSYS || e == ENOTDIR; }
-
-__attribute__((noreturn)) static void refused(const char *call, int e) {
-  die(EXIT_RUNTIME, "UNSUPPORTED", "the kernel refused %s: %s (%s): %s", call, strerror(e), errno_name(e), refusal_hint(e));
-}
-
-static const char *const MARK_FLAG_NAMES[] = {"FAN_MARK_INODE", "FAN_MARK_INODE|FAN_MARK_ONLYDIR", "FAN_MARK_MOUNT",
-                                               "FAN_MARK_FILESYSTEM"};
-
-static void fan_mark(unsigned flags, uint64_t mask, const char *path, long long nmarks) {
-  if (fanotify_mark(g.ifd, FAN_MARK_ADD | flags, mask, AT_FDCWD, path) == 0) return;
-  int e = errno;
-  char call[PATH_MAX + 160];
-  snprintf(call, sizeof call, "fanotify_mark(FAN_MARK_ADD|%s, FAN_MODIFY%s) on %s", MARK_FLAG_NAMES[g.o.mark],
-           mask & FAN_EVENT_ON_CHILD ? "|FAN_EVENT_ON_CHILD" : "", path);
-  if (e == EPERM || e == EACCES)
-    die(EXIT_RUNTIME, "PRIVILEGE_MISSING", "%s: %s; mount and filesystem marks need CAP_SYS_ADMIN (run as root), inode "
-        "and dir marks read access to the file", call, strerror(e));
-  if (e == ENOSPC)
-    die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; fs.fanotify.max_user_marks (%ld) is too small for this run's %lld marks on "
-        "top of those the user already holds: raise it, use fewer files, or use mark: dir", call, strerror(e),
-        read_proc_long("/proc/sys/fs/fanotify/max_user_marks"), nmarks);
-  if (refusal(e)) refused(call, e);
-  die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
-}
-
-/* The handle fanotify reports for `path`, into fh (room for MAX_HANDLE_SZ bytes). */
-static void handle_of(const char *path, struct file_handle *fh) {
-  for (;;) {
-    int mount_id;
-    fh->handle_bytes = MAX_HANDLE_SZ;
-    if (name_to_handle_at(AT_FDCWD, path, fh, &mount_id, fan.handle_flags) == 0) return;
-    int e = errno;
-    /* Before Linux 6.5 there is no AT_HANDLE_FID; fanotify's handles are then the plain ones. */
-    if (e == EINVAL && (fan.handle_flags & AT_HANDLE_FID)) {
-      fan.handle_flags &= ~AT_HANDLE_FID;
-      continue;
-    }
-    char call[PATH_MAX + 64];
-    snprintf(call, sizeof call, "name_to_handle_at(%s)", path);
-    if (e == EOPNOTSUPP) refused(call, e);
-    die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
-  }
-}
-
-static void fid_insert(const struct file_handle *fh, int32_t who) {
-  if (fan.pool_len + fh->handle_bytes > fan.pool_cap)
-    die(EXIT_RUNTIME, "PROBE_FAILED", "the file handle table is full (a handle above MAX_HANDLE_SZ?)");
-  size_t i = (size_t)fid_hash(fh->handle_type, fh->f_handle, fh->handle_bytes) & fan.mask;
-  for (;; i = (i + 1) & fan.mask) {
-    struct fid_slot *e = &fan.slots[i];
-    if (e->who == WD_UNKNOWN) break;
-    if (e->len == fh->handle_bytes && e->type == fh->handle_type && memcmp(fan.pool + e->off, fh->f_handle, e->len) == 0)
-      die(EXIT_RUNTIME, "PROBE_FAILED", "two workload files have the same file handle; events cannot be told apart");
-  }
-  memcpy(fan.pool + fan.pool_len, fh->f_handle, fh->handle_bytes);
-  fan.slots[i] = (struct fid_slot){.off = (uint32_t)fan.pool_len, .len = fh->handle_bytes, .type = fh->handle_type, .who = who};
-  fan.pool_len += fh->handle_bytes;
-}
-
-/* The fanotify group, its marks, and what identifies the workload's files in its events. The
- * queue limit (fs.fanotify.max_queued_events) is read by fanotify_init, so the caller sets it
- * before the probe starts. */
+/* The fanotify group (fanotify.h), its marks, and what identifies the members in its events. */
 static void setup_fanotify(rlim_t nofile, long long open_fds) {
+  static const unsigned flags[] = {FAN_MARK_INODE, FAN_MARK_INODE | FAN_MARK_ONLYDIR, FAN_MARK_MOUNT, FAN_MARK_FILESYSTEM};
+  static const char *const names[] = {"FAN_MARK_INODE", "FAN_MARK_INODE|FAN_MARK_ONLYDIR", "FAN_MARK_MOUNT", "FAN_MARK_FILESYSTEM"};
   const struct options *o = &g.o;
-  const bool fid = o->report == REPORT_FID;
-  unsigned flags = FAN_CLASS_NOTIF | FAN_CLOEXEC | (fid ? FAN_REPORT_FID : FAN_REPORT_DFID_NAME) |
-                   (o->unlimited_queue ? FAN_UNLIMITED_QUEUE : 0u);
-  char call[160];
-  snprintf(call, sizeof call, "fanotify_init(FAN_CLASS_NOTIF|FAN_CLOEXEC|%s%s)", fid ? "FAN_REPORT_FID" : "FAN_REPORT_DFID_NAME",
-           o->unlimited_queue ? "|FAN_UNLIMITED_QUEUE" : "");
-  /* event_f_flags only matter for groups that open an fd per event; these report handles. */
-  g.ifd = fanotify_init(flags, (unsigned)(O_RDONLY | O_CLOEXEC | O_LARGEFILE));
-  if (g.ifd < 0) {
-    int e = errno;
-    if (e == EPERM)
-      die(EXIT_RUNTIME, "PRIVILEGE_MISSING", "%s: %s; fanotify with an unlimited queue, or with mount and filesystem marks, "
-          "needs CAP_SYS_ADMIN: run as root", call, strerror(e));
-    if (e == EMFILE && nofile != 0 && (unsigned long long)open_fds + 1 >= (unsigned long long)nofile)
-      die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; the open-files limit (RLIMIT_NOFILE, %llu) is too small for %lld files: "
-          "raise 'ulimit -Hn' or use fewer files", call, strerror(e), (unsigned long long)nofile, o->files);
-    if (e == EMFILE)
-      die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; fs.fanotify.max_user_groups (%ld) is reached for this user: raise it or "
-          "stop other fanotify users", call, strerror(e), read_proc_long("/proc/sys/fs/fanotify/max_user_groups"));
-    if (e == ENFILE) die(EXIT_RUNTIME, "LIMIT_REACHED", "%s: %s; the system-wide limit fs.file-max is reached", call, strerror(e));
-    if (refusal(e)) refused(call, e);
-    die(EXIT_RUNTIME, "PROBE_FAILED", "%s failed: %s", call, strerror(e));
-  }
-
-  const long long markers = g.mark_fds ? o->writers : 0;
-  size_t dlen = strlen(o->dir);
-  char *path = malloc(dlen + 32);
-  struct file_handle *fh = malloc(sizeof *fh + MAX_HANDLE_SZ);
-  if (!path || !fh) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory");
-  switch (o->mark) {
-    case MARK_INODE:
-      for (long long i = 0; i < o->files + markers; i++) {
-        if (i < o->files) snprintf(path, dlen + 32, "%s/file.%05lld", o->dir, i);
-        else snprintf(path, dlen + 32, "%s/mark.%04lld", o->dir, i - o->files);
-        fan_mark(FAN_MARK_INODE, FAN_MODIFY, path, o->files + markers);
-      }
-      break;
-    case MARK_DIR: fan_mark(FAN_MARK_INODE | FAN_MARK_ONLYDIR, FAN_MODIFY | FAN_EVENT_ON_CHILD, o->dir, 1); break;
-    case MARK_MOUNT: fan_mark(FAN_MARK_MOUNT, FAN_MODIFY, o->dir, 1); break;
-    case MARK_FILESYSTEM: fan_mark(FAN_MARK_FILESYSTEM, FAN_MODIFY, o->dir, 1); break;
-  }
-
-  fan.handle_flags = AT_HANDLE_FID;
-  if (fid) {
-    const size_t n = (size_t)(o->files + markers);
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2; /* load factor <= 1/2; n <= MAX_FILES + MAX_WRITERS */
-    fan.slots = malloc(cap * sizeof *fan.slots);
-    fan.pool_cap = n * MAX_HANDLE_SZ;
-    fan.pool = malloc(fan.pool_cap);
-    if (!fan.slots || !fan.pool) die(EXIT_RUNTIME, "PROBE_FAILED", "out of memory for the file handle table");
-    fan.mask = cap - 1;
-    for (size_t i = 0; i < cap; i++) fan.slots[i].who = WD_UNKNOWN;
-    for (long long i = 0; i < o->files + markers; i++) {
-      if (i < o->files) snprintf(path, dlen + 32, "%s/file.%05lld", o->dir, i);
-      else snprintf(path, dlen + 32, "%s/mark.%04lld", o->dir, i - o->files);
-      handle_of(path, fh);
-      fid_insert(fh, i < o->files ? (int32_t)i : MARK_BASE - (int32_t)(i - o->files));
-    }
+  g.ifd = fan_group_open(o->report == REPORT_FID, o->unlimited_queue, nofile, open_fds, o->files);
+  const long long n = member_count();
+  if (o->mark == MARK_INODE)
+    for (long long i = 0; i < n; i++) fan_mark_add(g.ifd, flags[o->mark], names[o->mark], FAN_MODIFY, member_path(i), n);
+  else
+    fan_mark_add(g.ifd, flags[o->mark], names[o->mark], FAN_MODIFY | (o->mark == MARK_DIR ? FAN_EVENT_ON_CHILD : 0), o->dir, 1);
+  if (o->report == REPORT_FID) {
+    fan_ids_init(&fan, (size_t)n);
+    for (long long i = 0; i < n; i++) fan_ids_add(&fan, member_path(i), member_who(i));
   } else {
-    handle_of(o->dir, fh);
-    memcpy(fan.dir_handle, fh->f_handle, fh->handle_bytes);
-    fan.dir_len = fh->handle_bytes;
-    fan.dir_type = fh->handle_type;
+    fan_ids_dir(&fan, o->dir);
   }
-  free(fh);
-  free(path);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1268,24 +732,9 @@ static void print_result(uint64_t t_end) {
          r->user_ns, r->sys_ns, r->nvcsw, r->nivcsw);
   printf("\"writers\":{\"userNs\":%" PRIu64 ",\"sysNs\":%" PRIu64 "},", wuser, wsys);
 
-  const struct histogram *h = &g.hist;
-  printf("\"latency\":{\"samples\":%" PRIu64 ",", h->samples);
-  if (h->samples) {
-    printf("\"p50Ns\":%" PRIu64 ",\"p90Ns\":%" PRIu64 ",\"p99Ns\":%" PRIu64 ",\"maxNs\":%" PRIu64 ",", hist_percentile(h, 50),
-           hist_percentile(h, 90), hist_percentile(h, 99), h->max);
-  } else {
-    fputs("\"p50Ns\":null,\"p90Ns\":null,\"p99Ns\":null,\"maxNs\":null,", stdout);
-  }
-  fputs("\"buckets\":[", stdout);
-  bool first = true;
-  for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-    if (!h->count[i]) continue;
-    uint64_t lo, hi;
-    hist_bounds(i, &lo, &hi);
-    printf("%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", first ? "" : ",", lo, hi, h->count[i]);
-    first = false;
-  }
-  fputs("]},", stdout);
+  fputs("\"latency\":", stdout);
+  hist_print_json(&g.hist);
+  fputc(',', stdout);
   printf("\"maxRssBytes\":%" PRIu64 ",\"pinned\":%s,", max_rss, g.o.pin ? "true" : "false");
   if (g.o.reader != READER_NONE && g.o.nice_set) printf("\"readerNice\":%d,", g.o.nice);
   else fputs("\"readerNice\":null,", stdout);
@@ -1428,7 +877,7 @@ static int cmd_inotify(int argc, char **argv) {
   pthread_attr_destroy(&attr);
   free(writer_cpu);
   const int nthreads = created + (reader_created ? 1 : 0);
-  if (rc != 0) fail("PROBE_FAILED", "cannot start thread %d: %s; use fewer writers or raise the thread limits", nthreads + 1, strerror(rc));
+  if (rc != 0) fail_run("PROBE_FAILED", "cannot start thread %d: %s; use fewer writers or raise the thread limits", nthreads + 1, strerror(rc));
 
   for (int r; (r = atomic_load(&g.ready)) < nthreads;) futex_wait(&g.ready, r);
   pthread_mutex_lock(&g.mu);
@@ -1482,7 +931,7 @@ static int cmd_inotify(int argc, char **argv) {
   }
 
   if (g.failed) {
-    print_error(g.err_code, g.err_msg);
+    print_error(g.err_code, g.err_msg, NULL);
     return EXIT_RUNTIME;
   }
   print_result(t_end);
