@@ -5,29 +5,25 @@
  */
 import express, { type Express } from 'express';
 import type { Logger } from 'pino';
-import { compareRouter, resultsUploadRouter, historyRouter, dashboardRouter, matricesRouter, agentsRouter, type MatricesDeps } from './routes/index.js';
 import { History } from './history/index.js';
-import { storeResultSink, storeRunSource } from './store/index.js';
+import { edgeIn, edgeOut, requireRead, requireWrite } from './http/index.js';
 import { coordinatorMetrics, type CoordinatorMetrics } from './metrics/index.js';
-import { edgeIn, edgeOut, requireRead, requireWrite, withDeadline } from './http/index.js';
-import { messageOf } from '../contract/errors.js';
-import type { RedisHealthView } from '../queue/redis-health.js';
-import { FSBENCH_VERSION } from '../host/version.js';
+import {
+  agentsRouter, compareRouter, dashboardRouter, historyRouter, matricesRouter, probesRouter, resultsUploadRouter, type MatricesDeps, type ProbeDeps,
+} from './routes/index.js';
+import { storeResultSink, storeRunSource } from './store/index.js';
 
-export interface AppDeps extends MatricesDeps {
+export interface AppDeps extends MatricesDeps, ProbeDeps {
   /** `GET /metrics`; one reading this app's own deps when not given. */
   readonly metrics?: CoordinatorMetrics;
   /** Gets an access line per request, and is what `log` writes through while a request is answered; no access lines when not given. */
   readonly logger?: Logger;
   /** Most writes per client address per minute (FSBENCH_WRITE_LIMIT); unlimited when not given or 0. */
   readonly writeLimit?: number;
-  /** Whether Redis is reachable, for /healthz; always healthy when not given (tests that embed an app). */
-  readonly redisHealth?: () => RedisHealthView;
 }
 
 /** Uploaded result files may be far larger than a matrix; they are still bounded. */
 const MAX_UPLOAD_BYTES = 64 * 1024 ** 2;
-const READY_DEADLINE_MS = 2000;
 
 export function buildApp(d: AppDeps): Express {
   const app = express();
@@ -38,43 +34,8 @@ export function buildApp(d: AppDeps): Express {
 
   app.use(edgeIn({ auth: d.auth, logger: d.logger, writeLimit: d.writeLimit }));
 
-  // Liveness only: a restart cures nothing that /healthz reports (Redis away), so a liveness
-  // probe asks this one.
-  app.get('/livez', (_req, res) => {
-    res.json({ ok: true });
-  });
-
-  // Unhealthy while Redis is unreachable, saying so: without Redis no run is queued or
-  // collected, and a probe (or a person) should learn why without reading the log.
-  app.get('/healthz', (_req, res) => {
-    const redis = d.redisHealth?.();
-    if (redis === undefined || redis.reachable) {
-      res.json({ ok: true, version: FSBENCH_VERSION });
-      return;
-    }
-    res.status(503).json({ ok: false, version: FSBENCH_VERSION, reason: redis.reason ?? 'Redis is unreachable', since: redis.since });
-  });
-
-  app.get('/readyz', async (_req, res) => {
-    const checks: Record<string, string> = {};
-    try {
-      d.store.ping();
-      checks['sqlite'] = 'ok';
-    } catch (err) {
-      checks['sqlite'] = messageOf(err);
-    }
-    try {
-      await withDeadline(d.redis.ping(), 'ping', READY_DEADLINE_MS);
-      checks['redis'] = 'ok';
-    } catch (err) {
-      checks['redis'] = messageOf(err);
-    }
-    const ready = Object.values(checks).every((v) => v === 'ok');
-    res.status(ready ? 200 : 503).json({ ready, checks });
-  });
-
+  app.use(probesRouter(d));
   app.use('/v1/matrices', matricesRouter(d));
-
   app.use(agentsRouter(d));
 
   const read = requireRead(d.auth);

@@ -1,26 +1,27 @@
 /**
  * Starts a coordinator: the database, the queues, the collector (which at once catches up on
- * runs that completed while no coordinator was running), the unfinished enqueues of a previous
- * process, and the HTTP server. `stop()` undoes it all in reverse order.
+ * runs that completed while no coordinator was running), what a previous process left unfinished
+ * (recovery.ts), and the HTTP server. `stop()` undoes it all in reverse order.
  */
 import type { Server } from 'node:http';
-import { buildApp } from './app.js';
-import { describeAuth, logTo } from './http/index.js';
-import { Collector, HostWatch, AgentVersions } from './ingest/index.js';
-import { coordinatorMetrics } from './metrics/index.js';
-import { Dispatcher, enqueueRequest, afterStored, judgeAll, plannedRuns, type NextRun } from './matrices/index.js';
+import { Counter } from 'prom-client';
+import { messageOf } from '../contract/errors.js';
 import { FSBENCH_VERSION } from '../host/version.js';
-import { ProgressHub } from './routes/index.js';
 import { loggerOf, type LogSink } from '../log/index.js';
-import { awaitRedis, connectRedis, onServerChange, serverNodes, shownRedis, type RedisChannel } from '../queue/redis.js';
+import { agentsKey } from '../queue/keys.js';
+import { awaitRedis, connectRedis, serverNodes, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth } from '../queue/redis-health.js';
 import { checkRedisSettings } from '../queue/redis-settings.js';
-import { agentsKey } from '../queue/keys.js';
-import { Store } from './store/index.js';
-import { Enrollment, loadOrCreateReportKey } from './enrollment/index.js';
-import { Counter } from 'prom-client';
 import { loadOrCreateJobKey, writePublicKeyCopy, type JobVerifier } from '../queue/signing.js';
-import { messageOf } from '../contract/errors.js';
+import { defaultOf } from '../settings/index.js';
+import { buildApp } from './app.js';
+import { Enrollment, loadOrCreateReportKey } from './enrollment/index.js';
+import { describeAuth, logTo } from './http/index.js';
+import { AgentVersions, Collector, HostWatch } from './ingest/index.js';
+import { Dispatcher, ProgressHub } from './matrices/index.js';
+import { coordinatorMetrics } from './metrics/index.js';
+import { Recovery } from './recovery.js';
+import { Store } from './store/index.js';
 
 export interface CoordinatorSettings extends RedisChannel {
   readonly queuePrefix: string;
@@ -64,16 +65,12 @@ export interface RunningCoordinator {
   stop(): Promise<void>;
 }
 
-/** How long the collector's read of the event streams waits (runs that gave up: collector.ts failedSweepMs). */
+/** How long the collector's read of the event streams waits (runs that gave up: ingest/collector.ts failedSweepMs). */
 const COLLECT_POLL_MS = 100;
 /** How often hosts of unfinished matrices are looked for (more often with a short FSBENCH_HOST_TIMEOUT). */
 const HOST_CHECK_MS = 10_000;
 /** How often agents' key announcements are read: enrolling with a token takes at most this long. */
 const ENROLL_SYNC_MS = 1_000;
-/** FSBENCH_JOB_TTL's default (settings/index.ts), for coordinators embedded without it. */
-const DEFAULT_JOB_TTL_MS = 7 * 86_400_000;
-/** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
-const REQUEUE_RETRY_MS = 5_000;
 /** How often the coordinator PINGs Redis to know it answers (queue/redis-health.ts). */
 const HEALTH_PROBE_MS = 1_000;
 /**
@@ -145,7 +142,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       `${s.jobKeyCopy !== undefined ? ` (also written to ${s.jobKeyCopy})` : ''} as FSBENCH_JOB_KEY`,
     { event: 'coordinator.job-key', fingerprint: jobKey.signer.verifier.fingerprint, publicKeyFile: jobKey.publicKeyFile },
   );
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? DEFAULT_JOB_TTL_MS, (queue, err) => {
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? defaultOf('jobTtl'), (queue, err) => {
     if (!health.observe(err)) log(`queue ${queue}: ${messageOf(err)}`, { event: 'queue.error', queue });
   });
   const enrollment = new Enrollment({
@@ -167,40 +164,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     labelNames: ['reason'],
     registers: [metrics.registry],
   });
-  /**
-   * Queues every run of a matrix that is not stored. Job ids are deterministic, so runs still
-   * queued are not doubled; a run whose report is still on its way runs again, and the second
-   * report is ignored when stored.
-   */
-  const requeue = async (id: string, what: string): Promise<void> => {
-    const m = store.getMatrix(id);
-    if (!m) return;
-    const added = await dispatcher.enqueue({
-      ...enqueueRequest(id, m.spec, store.cells(id), m.targets, plannedRuns(store, m)),
-      skip: store.storedRunKeys(id),
-    });
-    store.markEnqueued(id);
-    log(`matrix ${id}: ${what} (${added} jobs, existing ones kept)`, { event: 'matrix.requeued', matrixId: id, jobs: added });
-  };
-  /**
-   * Under `repetitions: auto`: queues the next run of each cell not yet precise enough (plans.ts),
-   * and tells watchers of the matrices whose cells stopped. A run that cannot be queued now is
-   * queued again by a requeue of its matrix a little later.
-   */
-  const measureFurther = ({ next, changed }: { next: readonly NextRun[]; changed: ReadonlySet<string> }): void => {
-    if (changed.size > 0) hub.changed(changed);
-    for (const n of next) {
-      const m = store.getMatrix(n.matrixId);
-      const cell = store.cell(n.matrixId, n.cellId);
-      if (!m || !cell || m.state === 'cancelled') continue;
-      dispatcher.enqueueNext(n.matrixId, cell, n.target, n.repetition, m.spec.warmup).catch((err: unknown) => {
-        log(`matrix ${n.matrixId}: queueing run ${n.repetition} of cell ${n.cellId} failed (${messageOf(err)}); trying again shortly`);
-        setTimeout(() => {
-          requeue(n.matrixId, 'queued again a run of a cell still being measured').catch(() => undefined);
-        }, REQUEUE_RETRY_MS).unref();
-      });
-    }
-  };
+  const recovery = new Recovery({ store, dispatcher, hub, log });
   new Counter({
     name: 'fsbench_redis_silent_reconnects_total',
     help: "Times the coordinator's main Redis connection was re-made because it answered nothing while open (a connection fallen silent)",
@@ -225,14 +189,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     },
     onStored: (runs) => {
       for (const run of runs) if (run.kind === 'result') metrics.observeRun(run.result);
-      measureFurther(afterStored(store, runs));
+      recovery.stored(runs);
     },
-    onLost: async (target) => {
-      const unfinished = [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')];
-      for (const m of unfinished) {
-        if (m.targets.some((t) => t.target === target)) await requeue(m.id, 'queued again the runs whose reports were lost');
-      }
-    },
+    onLost: (target) => recovery.reportsLost(target),
     log: logTo(logger.child({ component: 'collector' })),
     pollMs: COLLECT_POLL_MS,
     verifier: jobKey.signer.verifier,
@@ -269,27 +228,8 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
   const hostTimer = everyInTurn(() => hosts.check(), Math.min(HOST_CHECK_MS, s.hostTimeout / 2), 'watching hosts', log);
   const enrollTimer = everyInTurn(() => enrollment.sync(), ENROLL_SYNC_MS, 'enrolling agents', log);
 
-  // A previous coordinator may have died between storing a matrix and enqueueing all of it, or
-  // between storing a cell's last run and queueing its next.
-  for (const id of store.notEnqueued()) await requeue(id, 'finished enqueueing after a restart');
-  // A failover, or a restart, may have lost writes Redis had acknowledged (replication and the
-  // append-only file's fsync are asynchronous): jobs queued, taken or finished. Nothing else
-  // would notice a queued job that vanished: its matrix would wait forever. Every unfinished
-  // matrix is queued again: job ids are deterministic, so jobs still there stay as they are and
-  // stored runs are skipped (tests/redis-sentinel.test.ts loses a matrix's jobs this way).
-  const stopServerWatch = onServerChange(redis, agentsKey(s.queuePrefix), (from, to) => {
-    log(`Redis is another server now (run_id ${from.slice(0, 8)}... became ${to.slice(0, 8)}...: a failover or a restart), which may have lost its last writes: queueing again what unfinished matrices have not stored`, {
-      event: 'redis.server-changed',
-    });
-    void (async () => {
-      for (const m of [...store.listMatrices(1000, 'running'), ...store.listMatrices(1000, 'queued')]) {
-        await requeue(m.id, 'queued again after Redis changed server').catch((err: unknown) => {
-          log(`matrix ${m.id}: queueing again after Redis changed server failed (${messageOf(err)})`, { event: 'matrix.requeue-failed', matrixId: m.id });
-        });
-      }
-    })();
-  });
-  measureFurther(judgeAll(store));
+  await recovery.atStart();
+  const stopServerWatch = recovery.watchRedis(redis, agentsKey(s.queuePrefix));
   const auth = { token: s.token, readAuth: s.readAuth, allowedHosts: s.allowedHosts ?? [] };
   const app = buildApp({
     store,

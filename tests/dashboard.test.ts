@@ -22,8 +22,8 @@ import { expandMatrix, parseMatrix, type MatrixInput } from '../contract/matrix.
 import type { RunResult } from '../contract/result.js';
 import { syntheticFingerprint, syntheticRuns } from './fixtures/synthetic.js';
 import { buildApp } from '../coordinator/app.js';
-import { Dispatcher } from '../coordinator/matrices/index.js';
-import { ProgressHub, dashboardRouter } from '../coordinator/routes/index.js';
+import { Dispatcher, ProgressHub } from '../coordinator/matrices/index.js';
+import { dashboardRouter } from '../coordinator/routes/index.js';
 import { Store } from '../coordinator/store/index.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { openBrowser, type Browser } from './helpers/browser.js';

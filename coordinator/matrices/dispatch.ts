@@ -13,9 +13,10 @@ import { runOrder, type RunOrder } from '../../contract/schedule.js';
 import { randomBytes } from 'node:crypto';
 import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../../queue/jobs.js';
 import type { JobSigner } from '../../queue/signing.js';
+import { defaultOf } from '../../settings/index.js';
 import { cancelledKey } from '../../queue/keys.js';
-import { issuedRuns } from './plans.js';
-import { cellTargetKey, runKey, type Planned, type TargetInfo } from '../store/index.js';
+import { issuedRuns, plannedRuns } from './plans.js';
+import { cellTargetKey, runKey, type MatrixRecord, type Planned, type Store, type TargetInfo } from '../store/index.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;
@@ -66,6 +67,11 @@ export function enqueueRequest(
   return { matrixId, cells, repetitions: maxRepetitions(spec), planned, order: spec.order, seed: spec.seed, warmup: spec.warmup, targets };
 }
 
+/** Everything of a stored matrix that is queued (or taken back): its cells as stored and, under `auto`, its plans so far. */
+export function requestOf(store: Store, m: MatrixRecord): EnqueueRequest {
+  return enqueueRequest(m.id, m.spec, store.cells(m.id), m.targets, plannedRuns(store, m));
+}
+
 type QueuedJob = { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> };
 
 /** Runs of a cell on a target the request covers: those issued (plans.ts issuedRuns). */
@@ -85,7 +91,7 @@ export class Dispatcher {
     /** Every job carries the coordinator's signature: agents run nothing else. */
     private readonly signer: JobSigner,
     /** FSBENCH_JOB_TTL: how long after signing an agent may start a job. */
-    private readonly jobTtlMs: number = 7 * 86_400_000,
+    private readonly jobTtlMs: number = defaultOf('jobTtl'),
     /**
      * A queue's connection errors (the coordinator's RedisHealth). Each queue needs a listener:
      * BullMQ prints an error no one listens to with console.error, a stack dump per reconnect

@@ -1,4 +1,8 @@
-/** The JSON shapes of a matrix in the API: a summary for lists, a detail view with progress. */
+/**
+ * Where a matrix stands: its JSON shapes in the API (a summary for lists, a detail view with
+ * progress per machine), the snapshot a progress event carries, and the hub that tells whoever
+ * watches a matrix that it changed.
+ */
 import { maxRepetitions, type Placement } from '../../contract/matrix.js';
 import { precisionSummary } from './plans.js';
 import type { MatrixRecord, MatrixState, Store } from '../store/index.js';
@@ -107,4 +111,72 @@ export function detailOf(store: Store, m: MatrixRecord) {
       message: r.error_message,
     })),
   };
+}
+
+export interface ProgressEvent {
+  readonly id: string;
+  readonly state: MatrixState;
+  readonly expectedRuns: number;
+  readonly storedRuns: number;
+  readonly okRuns: number;
+  readonly failedRuns: number;
+  readonly skippedRuns: number;
+  readonly startedAt: string | null;
+  readonly finishedAt: string | null;
+}
+
+export function isFinal(state: MatrixState): boolean {
+  return state === 'done' || state === 'cancelled';
+}
+
+export function progressOf(m: MatrixRecord): ProgressEvent {
+  return {
+    id: m.id,
+    state: m.state,
+    expectedRuns: m.expectedRuns,
+    storedRuns: m.storedRuns,
+    okRuns: m.okRuns,
+    failedRuns: m.failedRuns,
+    skippedRuns: m.skippedRuns,
+    startedAt: iso(m.startedAt),
+    finishedAt: iso(m.finishedAt),
+  };
+}
+
+type Listener = (m: MatrixRecord) => void;
+
+/** Who listens to which matrix; the collector and the cancel route tell it what changed. */
+export class ProgressHub {
+  private readonly listeners = new Map<string, Set<Listener>>();
+
+  constructor(private readonly store: Store) {}
+
+  subscribe(matrixId: string, listener: Listener): () => void {
+    let set = this.listeners.get(matrixId);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(matrixId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(matrixId);
+    };
+  }
+
+  changed(matrixIds: Iterable<string>): void {
+    for (const id of matrixIds) {
+      const set = this.listeners.get(id);
+      if (!set) continue;
+      const m = this.store.getMatrix(id);
+      if (m) for (const l of [...set]) l(m);
+    }
+  }
+
+  /** Open streams, for shutdown. */
+  get size(): number {
+    let n = 0;
+    for (const s of this.listeners.values()) n += s.size;
+    return n;
+  }
 }

@@ -8,80 +8,12 @@ import type { RequestHandler, Response } from 'express';
 import { FsbenchError } from '../../contract/errors.js';
 import { defaultOf } from '../../settings/index.js';
 import { Slots } from '../http/index.js';
-import type { MatrixRecord, MatrixState, Store } from '../store/index.js';
-
-export interface ProgressEvent {
-  readonly id: string;
-  readonly state: MatrixState;
-  readonly expectedRuns: number;
-  readonly storedRuns: number;
-  readonly okRuns: number;
-  readonly failedRuns: number;
-  readonly skippedRuns: number;
-  readonly startedAt: string | null;
-  readonly finishedAt: string | null;
-}
+import { isFinal, progressOf, type ProgressHub } from '../matrices/index.js';
+import type { MatrixRecord, Store } from '../store/index.js';
 
 const KEEPALIVE_MS = 15_000;
 /** A stream's slot frees only when a stream ends, which may take a matrix's whole run: ask for a while later. */
 const STREAM_RETRY_AFTER_S = 30;
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-export function isFinal(state: MatrixState): boolean {
-  return state === 'done' || state === 'cancelled';
-}
-
-export function progressOf(m: MatrixRecord): ProgressEvent {
-  return {
-    id: m.id,
-    state: m.state,
-    expectedRuns: m.expectedRuns,
-    storedRuns: m.storedRuns,
-    okRuns: m.okRuns,
-    failedRuns: m.failedRuns,
-    skippedRuns: m.skippedRuns,
-    startedAt: iso(m.startedAt),
-    finishedAt: iso(m.finishedAt),
-  };
-}
-
-type Listener = (m: MatrixRecord) => void;
-
-/** Who listens to which matrix; the collector and the cancel route tell it what changed. */
-export class ProgressHub {
-  private readonly listeners = new Map<string, Set<Listener>>();
-
-  constructor(private readonly store: Store) {}
-
-  subscribe(matrixId: string, listener: Listener): () => void {
-    let set = this.listeners.get(matrixId);
-    if (!set) {
-      set = new Set();
-      this.listeners.set(matrixId, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(matrixId);
-    };
-  }
-
-  changed(matrixIds: Iterable<string>): void {
-    for (const id of matrixIds) {
-      const set = this.listeners.get(id);
-      if (!set) continue;
-      const m = this.store.getMatrix(id);
-      if (m) for (const l of [...set]) l(m);
-    }
-  }
-
-  /** Open streams, for shutdown. */
-  get size(): number {
-    let n = 0;
-    for (const s of this.listeners.values()) n += s.size;
-    return n;
-  }
-}
 
 function send(res: Response, event: string, data: unknown, id?: number): void {
   res.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);

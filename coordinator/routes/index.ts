@@ -6,8 +6,8 @@
 export { agentsRouter, type AgentsDeps } from './agents.js';
 export { compareRouter, resultsUploadRouter, type CompareRouteDeps, type UploadRouteDeps } from './compare.js';
 export { dashboardRouter, type DashboardDeps } from './dashboard.js';
-export { ProgressHub } from './events.js';
 export { historyRouter } from './history.js';
 export { matricesRouter, type MatricesDeps } from './matrices.js';
 export { openApiDocument } from './openapi.js';
+export { probesRouter, type ProbeDeps } from './probes.js';
 export { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX, resultsHandler } from './results.js';
