@@ -11,29 +11,23 @@
  * Why XREAD and a cursor rather than a consumer group: there is one coordinator, and the cursor
  * commits with the runs it covers, which a group's acknowledgements (a second store) cannot.
  *
- * Anyone who can write to Redis can append to a stream, so a report is stored only for a run this
- * coordinator issued: on the queue of its target, of a matrix it has, a cell of that matrix, a
- * repetition below its `repetitions`, a target among the matrix's, a plausible attempt count.
- * A failed job must in addition carry the coordinator's signature. Anything else is counted,
- * logged once per reason and batch, and dropped: it never moves a matrix toward done.
+ * Anyone who can write to Redis can append to a stream: only what verify.ts finds this
+ * coordinator issued is stored, the rest dropped and counted.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Job } from 'bullmq';
-import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
-import { messageOf, type ErrorCode } from '../../contract/errors.js';
+import { messageOf } from '../../contract/errors.js';
 import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../../contract/fingerprint.js';
 import { adaptiveRepetitions } from '../../contract/matrix.js';
 import { RunResultSansFingerprint } from '../../contract/result.js';
 import { scheduleInfo } from '../../contract/schedule.js';
-import { issuedOf, type Dispatcher } from '../matrices/index.js';
-import { ANY_TARGET, jobId, qualifiedQueueName, QueuedRunJob, RunReport, SignedRunReport, type RunJob } from '../../queue/jobs.js';
+import { ANY_TARGET } from '../../queue/jobs.js';
 import { fingerprintsKey } from '../../queue/keys.js';
-import type { JobVerifier } from '../../queue/signing.js';
-import { proofMatches, reportMac } from '../../queue/enrollment.js';
-import type { EnrolledKey } from '../enrollment/index.js';
-import type { MatrixRecord, Store, StoredRun } from '../store/index.js';
+import type { RedisConnection } from '../../queue/redis.js';
 import { isConnectionError } from '../../queue/redis-health.js';
+import type { Dispatcher } from '../matrices/index.js';
+import type { StoredRun } from '../store/index.js';
+import { drop, failedRun, field, gaveUp, issuedCheck, reportOf, type DropReason, type Drops, type Report, type Verification } from './verify.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
@@ -47,13 +41,6 @@ const FAILED_BATCH = 500;
  * batches of tens instead of a few, for a latency that queueing dwarfs anyway.
  */
 const GATHER_MS = 25;
-/**
- * A report whose result is looked at apart: a report for a known run with an invalid result is
- * stored as a failed run saying why, not dropped.
- */
-const Report = RunReport.extend({ result: z.unknown() });
-type Report = z.infer<typeof Report> & { readonly signedBy?: string };
-
 /** XINFO STREAM's answer: names and values, alternating. */
 const StreamInfo = z.array(z.unknown());
 const FirstEntry = z.tuple([z.string(), z.array(z.string())]).nullable();
@@ -67,46 +54,13 @@ function compareIds(a: string, b: string): number {
   return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
 }
 
-/**
- * Starts of a run beyond its attempts: each agent retries a run whose agent died up to its own
- * FSBENCH_MAX_ATTEMPTS - 1 times (at most 19), which the coordinator cannot know, and a report
- * dropped for a count it could legitimately reach would leave its matrix unfinished.
- */
-const MAX_STALLS = 19;
-
-/** Why a report or failed job was dropped: the label of fsbench_reports_dropped_total. */
-export type DropReason =
-  | 'not-a-report'
-  | 'unsigned'
-  | 'unenrolled'
-  | 'bad-mac'
-  | 'wrong-host'
-  | 'wrong-job'
-  | 'wrong-queue'
-  | 'unknown-matrix'
-  | 'unknown-target'
-  | 'unknown-cell'
-  | 'repetition'
-  | 'attempts';
-
-/** What a report or a failed job claims: checked against what the coordinator issued. */
-interface Claim {
-  readonly matrixId: string;
-  readonly cellId: string;
-  readonly target: string;
-  readonly repetition: number;
-  readonly attempts: number;
-}
-
 /** Cancelled and finished matrices may still have runs in flight for a while. */
 const LATE_RESULTS_MS = 3_600_000;
 
-export interface CollectorDeps {
-  readonly store: Store;
+export interface CollectorDeps extends Verification {
   readonly dispatcher: Dispatcher;
   /** For trimming; the blocking reads use a connection of their own, duplicated from this one. */
   readonly redis: RedisConnection;
-  readonly prefix: string;
   /** Told which matrices changed, after each stored batch. */
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
   /**
@@ -119,20 +73,9 @@ export interface CollectorDeps {
   readonly log: (line: string) => void;
   /** How long a read waits for new results; every failed set is looked at every failedSweepMs(pollMs). */
   readonly pollMs: number;
-  /** The coordinator's public job key: a failed job it did not sign was never issued. */
-  readonly verifier: JobVerifier;
-  /** FSBENCH_MAX_ATTEMPTS: the attempts a job was issued with. */
-  readonly maxAttempts: number;
   /** Told of every report or failed job dropped (a metric). */
   readonly onDropped?: (reason: DropReason, n: number) => void;
-  /** The enrolled agent key with a fingerprint (enrollment.ts): a report counts only with its MAC. */
-  readonly enrolledKey: (key: string) => EnrolledKey | undefined;
-  /**
-   * False only in `npm run bench:dispatch`, to measure what checking the agents' signatures costs
-   * side by side: never a setting, since a coordinator that does not check them stores forgeries.
-   */
-  readonly verifyReports?: boolean;
-  /** Reads the enrollments again (enrollment.ts sync), when a report names a key not known yet. */
+  /** Reads the enrollments again (Enrollment.sync), when a report names a key not known yet. */
   readonly refreshKeys?: () => Promise<void>;
   /** Whether Redis answers (queue/redis-health.ts): while it does not, a read that waits is no sign of a stuck connection. */
   readonly reachable?: () => boolean;
@@ -162,9 +105,6 @@ interface QueueKeys {
   readonly events: string;
   readonly failed: string;
 }
-
-/** Drops of one batch, logged once per reason. */
-type Drops = Map<DropReason, { n: number; example: string }>;
 
 export class Collector {
   private running = false;
@@ -321,7 +261,7 @@ export class Collector {
     const collect = (): { reports: Report[]; drops: Drops } => {
       const reports: Report[] = [];
       const drops: Drops = new Map();
-      const issued = this.issuedCheck();
+      const issued = issuedCheck(this.deps);
       for (const [stream, entries] of read) {
         const last = entries.at(-1);
         if (!last) continue;
@@ -330,7 +270,7 @@ export class Collector {
         for (const [id, fields] of entries) {
           // Written by the same script that moved the job: it is in the failed set by now.
           if (field(fields, 'event') === 'failed') this.failedDue.add(targetOf.get(stream) ?? ANY_TARGET);
-          const report = this.reportOf(stream, id, fields, drops);
+          const report = reportOf(this.deps, stream, id, fields, drops);
           if (!report) continue;
           const why = issued(report, targetOf.get(stream));
           if (why === null) reports.push(report);
@@ -392,95 +332,12 @@ export class Collector {
     return compareIds(next, cursor) > 0;
   }
 
-  /**
-   * Whether a claimed run is one this coordinator issued: null when it is, else why not. Matrices
-   * and cells are looked up once per batch.
-   */
-  private issuedCheck(): (c: Claim, queueTarget: string | undefined) => DropReason | null {
-    const matrices = new Map<string, MatrixRecord | undefined>();
-    const cells = new Map<string, boolean>();
-    return (c, queueTarget) => {
-      // A host's queue carries only that host's runs, the `any` queue only runs placed `any`.
-      if (queueTarget !== undefined && c.target !== queueTarget) return 'wrong-queue';
-      let m = matrices.get(c.matrixId);
-      if (!matrices.has(c.matrixId)) {
-        m = this.deps.store.getMatrix(c.matrixId);
-        matrices.set(c.matrixId, m);
-      }
-      if (!m) return 'unknown-matrix';
-      if (!m.targets.some((t) => t.target === c.target)) return 'unknown-target';
-      // Under `repetitions: auto`, only the runs its plan queued so far were issued.
-      if (c.repetition >= issuedOf(this.deps.store, m, c.cellId, c.target)) return 'repetition';
-      const cellKey = `${c.matrixId} ${c.cellId}`;
-      let known = cells.get(cellKey);
-      if (known === undefined) {
-        known = this.deps.store.cell(c.matrixId, c.cellId) !== undefined;
-        cells.set(cellKey, known);
-      }
-      if (!known) return 'unknown-cell';
-      if (c.attempts > this.deps.maxAttempts + MAX_STALLS) return 'attempts';
-      return null;
-    };
-  }
-
   /** One line per reason, and the metric. */
   private reportDrops(drops: Drops, what: string): void {
     for (const [reason, { n, example }] of drops) {
       this.deps.log(`collector: dropped ${n} ${what}(s) this coordinator did not issue (${reason}), e.g. ${example}`);
       this.deps.onDropped?.(reason, n);
     }
-  }
-
-  /** The report of a `completed` event; null for every other event. */
-  private reportOf(stream: string, id: string, fields: readonly string[], drops: Drops): Report | null {
-    if (field(fields, 'event') !== 'completed') return null;
-    const raw = field(fields, 'returnvalue');
-    let json: unknown;
-    try {
-      json = raw === undefined ? undefined : JSON.parse(raw);
-    } catch {
-      json = undefined;
-    }
-    const job = field(fields, 'jobId') ?? '?';
-    const envelope = SignedRunReport.safeParse(json);
-    if (!envelope.success) {
-      drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a signed run report (${envelope.error.issues[0]?.message ?? 'invalid'})`);
-      return null;
-    }
-    const { report: text, key } = envelope.data;
-    const verify = this.deps.verifyReports ?? true;
-    const checked = verify ? authenticate(envelope.data, this.deps.enrolledKey) : null;
-    if (checked === 'unenrolled') {
-      drop(drops, 'unenrolled', `${stream} entry ${id}: job ${job} completed with a report from ${key}, which is not an enrolled agent key`);
-      return null;
-    }
-    if (checked === 'bad-mac') {
-      drop(drops, 'bad-mac', `${stream} entry ${id}: job ${job} completed with a report whose MAC is not ${key}'s over it`);
-      return null;
-    }
-    const signer = checked ?? undefined;
-    let inner: unknown;
-    try {
-      inner = JSON.parse(text);
-    } catch {
-      inner = undefined;
-    }
-    const report = Report.safeParse(inner);
-    if (!report.success) {
-      drop(drops, 'not-a-report', `${stream} entry ${id}: job ${job} did not complete with a run report (${report.error.issues[0]?.message ?? 'invalid'})`);
-      return null;
-    }
-    const r = report.data;
-    // An enrolled key speaks for its own host only: for runs issued to it, or to any host.
-    if (verify && signer !== undefined && (r.hostId !== signer.hostId || (r.target !== ANY_TARGET && r.target !== signer.hostId))) {
-      drop(drops, 'wrong-host', `${stream} entry ${id}: a report for target ${r.target} from host ${r.hostId}, authenticated by ${key} of host ${signer.hostId}`);
-      return null;
-    }
-    if (r.jobId !== job || r.jobId !== jobId(r.matrixId, r.cellId, r.target, r.repetition)) {
-      drop(drops, 'wrong-job', `${stream} entry ${id}: job ${job} completed with the report of job ${r.jobId}`);
-      return null;
-    }
-    return { ...r, signedBy: key };
   }
 
   /** Looks up, checks and stores the fingerprints the agents published that are not known here yet. */
@@ -542,7 +399,7 @@ export class Collector {
     const cell = this.deps.store.cell(r.matrixId, r.cellId);
     if (!cell) return null;
     // Not abandoned: the run finished, but its report cannot be stored (an agent of another version?).
-    return this.gaveUp('INTERNAL', { matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
+    return gaveUp(this.deps.store, 'INTERNAL', { matrixId: r.matrixId, target: r.target, cell, repetition: r.repetition }, why, r.attempts);
   }
 
   /** How many jobs each target's failed set holds (BullMQ keeps it as a sorted set). */
@@ -561,9 +418,9 @@ export class Collector {
     if (jobs.length === 0) return 0;
     const runs: StoredRun[] = [];
     const drops: Drops = new Map();
-    const issued = this.issuedCheck();
+    const issued = issuedCheck(this.deps);
     for (const job of jobs) {
-      const run = this.fromFailed(job, target, drops, issued);
+      const run = failedRun(this.deps, job, target, drops, issued);
       if (run) runs.push(run);
     }
     this.reportDrops(drops, 'failed job');
@@ -575,74 +432,4 @@ export class Collector {
     return jobs.length;
   }
 
-  private fromFailed(job: Job<unknown, unknown>, queueTarget: string, drops: Drops, issued: ReturnType<Collector['issuedCheck']>): StoredRun | null {
-    const parsed = QueuedRunJob.safeParse(job.data);
-    if (!parsed.success) {
-      drop(drops, 'not-a-report', `job ${job.id ?? '?'} whose data is not a run job (${parsed.error.issues[0]?.message ?? 'invalid'}) [JOB_INVALID]`);
-      return null;
-    }
-    const { signature, ...run } = parsed.data;
-    if (signature === undefined || !this.deps.verifier.verify(run, signature)) {
-      // The agent refused it (JOB_UNSIGNED): written to Redis by someone else, not a run of ours.
-      drop(drops, 'unsigned', `job ${job.id ?? '?'} (matrix ${run.matrixId}, cell ${run.cell.id}) without a valid signature: ${job.failedReason || 'no reason recorded'}`);
-      return null;
-    }
-    // A signed job copied under another id, onto another queue or with repeat (the agent refused
-    // it, JOB_MISROUTED or JOB_REPLAYED) is not the run it copies: it must not stand for it.
-    const repeating = 'repeat' in job.opts || job.repeatJobKey !== undefined;
-    if (job.id !== run.id || run.id !== jobId(run.matrixId, run.cell.id, run.target, run.repetition) || job.queueQualifiedName !== run.queue || run.queue !== qualifiedQueueName(this.deps.prefix, run.target) || repeating) {
-      drop(drops, 'wrong-job', `failed job ${job.id ?? '?'} on ${job.queueQualifiedName} is a copy of the signed job ${run.id} for ${run.queue}`);
-      return null;
-    }
-    const claim = { matrixId: run.matrixId, cellId: run.cell.id, target: run.target, repetition: run.repetition, attempts: Math.max(1, job.attemptsMade) };
-    // A signed job names an issued run; still checked, as the coordinator's key may have been replaced.
-    const notIssued = issued(claim, queueTarget);
-    if (notIssued !== null) {
-      drop(drops, notIssued, `failed job ${job.id ?? '?'} (matrix ${run.matrixId}, cell ${run.cell.id}, target ${run.target}, repetition ${run.repetition})`);
-      return null;
-    }
-    // attemptsStarted also counts the start that only found the job over its stall limit.
-    // An agent's refusal of a job past its expiry or of a cancelled matrix says so; anything else is a run nobody finished.
-    const refused = /\[(JOB_EXPIRED|JOB_CANCELLED)\]/.exec(job.failedReason)?.[1];
-    if (refused === 'JOB_EXPIRED' || refused === 'JOB_CANCELLED') return this.gaveUp(refused, run, job.failedReason, claim.attempts);
-    const why = `the run was given up after ${job.attemptsMade} attempt(s) (${job.stalledCounter} by agents that died): ${job.failedReason || 'no reason recorded'}`;
-    return this.gaveUp('ABANDONED', run, why, claim.attempts);
-  }
-
-  private gaveUp(code: ErrorCode, data: Pick<RunJob, 'matrixId' | 'target' | 'cell' | 'repetition'>, message: string, attempts: number): StoredRun {
-    const target = this.deps.store.getMatrix(data.matrixId)?.targets.find((t) => t.target === data.target);
-    return {
-      kind: 'gave-up',
-      code,
-      matrixId: data.matrixId,
-      target: data.target,
-      cell: data.cell,
-      repetition: data.repetition,
-      machine: target?.machine ?? '(unknown)',
-      message,
-      attempts,
-    };
-  }
-}
-
-/**
- * The enrolled key whose MAC a report carries, or why it carries none: what checking a report
- * costs the coordinator (bench/host-scaling.ts measures it alone).
- */
-export function authenticate(envelope: SignedRunReport, enrolledKey: (key: string) => EnrolledKey | undefined): EnrolledKey | 'unenrolled' | 'bad-mac' {
-  const signer = enrolledKey(envelope.key);
-  if (signer === undefined) return 'unenrolled';
-  return proofMatches(reportMac(signer.macKey, envelope.report), envelope.mac) ? signer : 'bad-mac';
-}
-
-function drop(drops: Drops, reason: DropReason, example: string): void {
-  const d = drops.get(reason);
-  if (d) d.n++;
-  else drops.set(reason, { n: 1, example });
-}
-
-/** A field of a stream entry, whose fields come as [name, value, name, value, ...]. */
-function field(fields: readonly string[], name: string): string | undefined {
-  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-  return undefined;
 }
