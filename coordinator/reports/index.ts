@@ -3,4 +3,4 @@
  * rendering, and a stored run as the results answer shows it beside the report.
  */
 export { matrixReport, renderReport, ReportCache, type Rendering } from './report-cache.js';
-export { runJson, runView, type RunView } from './run-view.js';
+export { runJson, runView, RunView } from './run-view.js';

@@ -5,125 +5,13 @@
  * route can answer is listed, each error status with the codes of the catalog that carry it;
  * tests/openapi-conformance.test.ts holds real answers of every route to this document.
  */
-import { z } from 'zod';
-import { ERROR_CODE_LIST, ERRORS, type ErrorCode } from '../../contract/errors.js';
-import { InotifyLimits, MachineFingerprint } from '../../contract/fingerprint.js';
-import { Interference } from '../../contract/interference.js';
-import { Cell, CellParams, Matrix, Placement } from '../../contract/matrix.js';
-import { Histogram, RunResult } from '../../contract/result.js';
-import { RunOrder, Seed } from '../../contract/schedule.js';
-import { WORKLOAD_NAMES, WORKLOADS } from '../../contract/workloads/index.js';
-import { AgentStatus } from '../../queue/registry.js';
-import { AgentKeyView } from '../../queue/enrollment.js';
-import { MAX_TOKENS_PER_REQUEST } from '../enrollment/index.js';
-import { CompareReportSchema, UploadAnswerSchema } from '../../compare/schema.js';
-import { GATE_FORMATS } from '../../gate/export.js';
-import { GateReportSchema } from '../../gate/schema.js';
-import { HistoryPageSchema } from '../../contract/history.js';
-import { HISTORY_PAGE } from '../history/index.js';
-import { Doc } from '../../report/export/doc.js';
 import { FORMAT_NAMES } from '../../report/export/index.js';
-import { ReportSchema } from '../../report/schema.js';
+import { GATE_FORMATS } from '../../gate/export.js';
+import { MAX_TOKENS_PER_REQUEST } from '../enrollment/index.js';
+import { HISTORY_PAGE } from '../history/index.js';
+import { MATRIX_STATES } from '../store/index.js';
+import { components, ERROR_RESPONSES, json, ref, text, type JsonSchema } from './openapi-components.js';
 import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results.js';
-import { MATRIX_STATES, TargetInfo } from '../store/index.js';
-
-type JsonSchema = Record<string, unknown>;
-
-/** JSON Schema 2020-12 (OpenAPI 3.1's dialect) without the `$schema` key components may not repeat. */
-function schema(s: z.ZodType, io: 'input' | 'output'): JsonSchema {
-  const out = { ...(z.toJSONSchema(s, { io, unrepresentable: 'any' }) as JsonSchema) };
-  delete out['$schema'];
-  return out;
-}
-
-// The answers' shapes, as views.ts, submit.ts, results.ts and app.ts build them.
-const Iso = z.iso.datetime();
-const Count = z.number().int().nonnegative();
-const MatrixSummary = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    workload: z.enum(WORKLOAD_NAMES),
-    state: z.enum(MATRIX_STATES),
-    placement: Placement,
-    cells: Count,
-    runs: Count,
-    createdAt: Iso,
-    startedAt: Iso.nullable(),
-    finishedAt: Iso.nullable(),
-    progress: z.object({ expected: Count, stored: Count, ok: Count, failed: Count, skipped: Count, fraction: z.number().min(0).max(1) }).strict(),
-    links: z.object({ self: z.string(), events: z.string(), results: z.string() }).strict(),
-  })
-  .strict();
-const MatrixDetail = MatrixSummary.extend({
-  description: z.string().nullable(),
-  repetitions: z.union([z.number().int(), z.literal('auto')]),
-  order: RunOrder,
-  seed: Seed.optional(),
-  warmup: Count,
-  precision: z
-    .object({
-      metric: z.string(),
-      target: z.number(),
-      minRepetitions: Count,
-      maxRepetitions: Count,
-      measuring: Count,
-      reached: Count,
-      atMaximum: Count,
-      stopped: Count,
-      imprecise: z.array(z.object({ cellId: z.string(), target: z.string(), runs: Count, halfWidth: z.number().nullable() }).strict()),
-    })
-    .strict()
-    .nullable(),
-  targets: z.array(TargetInfo),
-  estimatedDurationMs: z.number().nonnegative(),
-  machines: z.array(
-    z.object({ machine: z.string(), target: z.string(), expected: Count.nullable(), stored: Count, ok: Count, failed: Count, skipped: Count }).strict(),
-  ),
-  failures: z.array(
-    z.object({ cellId: z.string(), repetition: Count, machine: z.string(), code: z.string().nullable(), message: z.string().nullable() }).strict(),
-  ),
-}).strict();
-const Submitted = MatrixSummary.extend({
-  estimatedDurationMs: z.number().nonnegative(),
-  estimatedDuration: z.string(),
-  warmups: Count,
-  warnings: z.array(z.string()).optional(),
-}).strict();
-const Cancelled = MatrixSummary.extend({ removedRuns: Count }).strict();
-const RunView = z
-  .object({
-    cellId: z.string(),
-    repetition: Count,
-    machine: z.string(),
-    hostId: z.string().nullable(),
-    target: z.string(),
-    state: z.enum(['ok', 'failed', 'skipped']),
-    params: CellParams,
-    startedAt: Iso.nullable(),
-    finishedAt: Iso.nullable(),
-    storedAt: Iso,
-    attempts: Count,
-    metrics: z.record(z.string(), z.number().nullable()).optional(),
-    error: z.object({ code: z.string(), message: z.string() }).strict().optional(),
-    reason: z.string().optional(),
-    limits: InotifyLimits.nullable().optional(),
-    info: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])).optional(),
-    histograms: z.record(z.string(), Histogram).optional(),
-    interference: Interference.optional(),
-  })
-  .strict();
-
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const json = (s: unknown) => ({ 'application/json': { schema: s } });
-const text = { schema: { type: 'string' } };
-/** A report's or a comparison's document (report/export/doc.ts), as the dashboard fetches it. */
-const Documented = z.object({ document: Doc }).strict();
-
-/** Bencher's metric format (https://bencher.dev/docs/reference/bencher-metric-format/), as the gate writes it. */
-const BencherMetrics = z.record(z.string(), z.record(z.string(), z.object({ value: z.number(), lower_value: z.number().optional(), upper_value: z.number().optional() }).strict()));
-/** github-action-benchmark's custom tools' input. */
-const ActionBenchmark = z.array(z.object({ name: z.string(), unit: z.string(), value: z.number(), range: z.string().optional(), extra: z.string().optional() }).strict());
 
 /** The text renderings of a report (format=table|md|csv), besides its JSON. */
 const renderings = { 'text/plain': text, 'text/markdown': text, 'text/csv': text };
@@ -138,42 +26,6 @@ const SIDES_PARAMS = [
 ];
 const idParam = { name: 'id', in: 'path', required: true, schema: { type: 'string' } };
 
-const RETRY_AFTER = { 'Retry-After': { description: 'seconds to wait before trying again', schema: { type: 'string', pattern: '^[0-9]+$' } } };
-
-/** What each error status means here; its body's code is one of the catalog's codes with that status. */
-const ERROR_RESPONSES: Readonly<Record<number, { readonly name: string; readonly description: string; readonly headers?: object }>> = {
-  400: { name: 'BadRequest', description: 'the request, its body or its query is invalid; `issues` name each field' },
-  401: {
-    name: 'Unauthorized',
-    description: 'no bearer token, and the coordinator needs one (FSBENCH_TOKEN; for reads with FSBENCH_READ_AUTH=token)',
-    headers: { 'WWW-Authenticate': { schema: { type: 'string' } } },
-  },
-  403: {
-    name: 'Forbidden',
-    description:
-      'a wrong bearer token; without FSBENCH_TOKEN, a write from elsewhere than a program on the coordinator\'s machine (another address, a Host, Origin or ' +
-      'Sec-Fetch-Site of a web page, a proxy\'s headers); an open read whose Host names neither this machine nor FSBENCH_ALLOWED_HOSTS',
-  },
-  404: { name: 'NotFound', description: 'no such matrix' },
-  409: { name: 'Conflict', description: 'the matrix is done or cancelled already, an Idempotency-Key was used with another body, or no live agent matches the placement' },
-  413: { name: 'PayloadTooLarge', description: 'the body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },
-  415: { name: 'UnsupportedMediaType', description: 'the body has a content type or encoding this endpoint does not take' },
-  422: { name: 'TooLong', description: 'the matrix would take longer than FSBENCH_MAX_DURATION' },
-  429: { name: 'RateLimited', description: 'more writes from this client than FSBENCH_WRITE_LIMIT allows in a minute', headers: RETRY_AFTER },
-  500: { name: 'Internal', description: "a bug: the coordinator's log has the details" },
-  503: { name: 'Unavailable', description: 'Redis does not answer in time, the queues are full, or every download or stream slot is taken', headers: RETRY_AFTER },
-};
-
-function errorResponse(status: number) {
-  const r = ERROR_RESPONSES[status];
-  if (!r) throw new Error(`no error response for HTTP ${status}`);
-  const codes = (Object.keys(ERRORS) as ErrorCode[]).filter((c) => ERRORS[c].status === status);
-  return {
-    description: r.description,
-    ...(r.headers ? { headers: r.headers } : {}),
-    content: json({ allOf: [ref('Error'), { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: codes } } } } }] }),
-  };
-}
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/${ERROR_RESPONSES[s]?.name ?? s}` }]));
 /** Every read but the probes: 401 and 403 by the token (FSBENCH_READ_AUTH=token), 403 by the Host (open reads), 500 for a bug. */
 const readErrors = (...statuses: number[]) => errors(...[...new Set([401, 403, ...statuses, 500])].sort());
@@ -187,13 +39,6 @@ const READY = {
   properties: { ready: { type: 'boolean' }, checks: { type: 'object', additionalProperties: { type: 'string' } } },
 };
 
-/** Each workload's metrics as a component named after it (`inotify` -> `InotifyMetrics`). */
-function metricSchemas(): Record<string, JsonSchema> {
-  return Object.fromEntries(
-    WORKLOAD_NAMES.map((name) => [`${name.charAt(0).toUpperCase()}${name.slice(1)}Metrics`, schema(WORKLOADS[name].metrics, 'output')]),
-  );
-}
-
 export function openApiDocument(version: string): JsonSchema {
   return {
     openapi: '3.1.0',
@@ -202,53 +47,7 @@ export function openApiDocument(version: string): JsonSchema {
       version,
       description: 'Matrices of filesystem benchmarks run by agents; results, comparisons and progress.',
     },
-    components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'FSBENCH_TOKEN' } },
-      responses: Object.fromEntries(Object.entries(ERROR_RESPONSES).map(([status, r]) => [r.name, errorResponse(Number(status))])),
-      schemas: {
-        Matrix: schema(Matrix, 'input'),
-        Cell: schema(Cell, 'output'),
-        RunResult: schema(RunResult, 'output'),
-        Histogram: schema(Histogram, 'output'),
-        MachineFingerprint: schema(MachineFingerprint, 'output'),
-        ...metricSchemas(),
-        Report: schema(ReportSchema, 'output'),
-        CompareReport: schema(CompareReportSchema, 'output'),
-        Document: schema(Documented, 'output'),
-        GateReport: schema(GateReportSchema, 'output'),
-        BencherMetrics: schema(BencherMetrics, 'output'),
-        ActionBenchmark: schema(ActionBenchmark, 'output'),
-        HistoryPage: schema(HistoryPageSchema, 'output'),
-        UploadAnswer: schema(UploadAnswerSchema, 'output'),
-        MatrixSummary: schema(MatrixSummary, 'output'),
-        MatrixDetail: schema(MatrixDetail, 'output'),
-        Submitted: schema(Submitted, 'output'),
-        Cancelled: schema(Cancelled, 'output'),
-        Run: schema(RunView, 'output'),
-        Agents: schema(z.object({ version: z.string().describe("the coordinator's fsbench version: an agent whose fingerprint says another is logged and counted"), hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
-        AgentKey: schema(AgentKeyView.strict(), 'output'),
-        Error: {
-          type: 'object',
-          required: ['error'],
-          additionalProperties: false,
-          properties: {
-            error: {
-              type: 'object',
-              required: ['code', 'message'],
-              additionalProperties: false,
-              properties: {
-                code: { enum: ERROR_CODE_LIST, description: 'stable; docs/reference.md lists each with its HTTP status and CLI exit code' },
-                message: { type: 'string' },
-                issues: {
-                  type: 'array',
-                  items: { type: 'object', required: ['path', 'message'], additionalProperties: false, properties: { path: { type: 'string' }, message: { type: 'string' } } },
-                },
-              },
-            },
-          },
-        },
-      },
-    },
+    components: components(),
     paths: {
       '/v1/matrices': {
         post: {
