@@ -3,7 +3,7 @@
  * redis-server, in-process coordinator and agents): make an agent run a job, have a forged report
  * stored or counted toward done, or keep a host from measuring with a lock of their own.
  */
-import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { fingerprintHash } from '../contract/fingerprint.js';
 import { jobId, qualifiedQueueName, queueName, type RunJob, type RunReport, type SignedRunReport } from '../queue/jobs.js';
 import { fingerprintsKey, hostLockKey } from '../queue/keys.js';
-import { JobSigner, signatureDigest } from '../queue/signing.js';
+import { JobSigner, JobVerifier, signatureDigest } from '../queue/signing.js';
 import { coordinatorReportKey, loadOrCreateAgentKey, type AgentIdentity } from '../agent/identity.js';
 import { reportMac, reportMacKey } from '../queue/enrollment.js';
 import { queueEventsFromStart, useCluster } from './helpers/cluster.js';
@@ -89,8 +89,13 @@ describe('jobs not signed by the coordinator', () => {
     const add = (job: RunJob, signature?: string) => q.add('run', { ...job, ...(signature === undefined ? {} : { signature }) }, { jobId: job.id, attempts: 3 });
     const unsigned = await add(run(0));
     const wronglySigned = await add(run(1), otherKey.sign(run(1)));
-    // The coordinator's signature over another job does not carry over to this one.
-    const tampered = await add(run(2), otherKey.sign(run(0)));
+    // The coordinator's signature over another job does not carry over to this one: made with its
+    // real key, and valid for the job it was made for, as the agent's own key file verifies.
+    const another = run(0);
+    const anothersSignature = realKey.sign(another);
+    const agentsVerifier = new JobVerifier(createPublicKey(cluster.jobKey));
+    expect(agentsVerifier.verify(another, anothersSignature)).toBe(true);
+    const tampered = await add(run(2), anothersSignature);
     // Its real key's signature, then the payload changed: more warmups, valid for a year.
     const signedThenChanged = run(3);
     const realSignature = realKey.sign(signedThenChanged);
@@ -100,7 +105,7 @@ describe('jobs not signed by the coordinator', () => {
     const reasons = await until('the four jobs to fail', () => Promise.resolve(ids.every((id) => failed.has(id)) ? ids.map((id) => failed.get(id) ?? '') : undefined));
     expect(reasons[0]).toMatch(/carries no signature: refused without running it .*\[JOB_UNSIGNED\]$/);
     expect(reasons[1]).toMatch(/is not signed by the coordinator key SHA256:\S+: refused .*\[JOB_UNSIGNED\]$/);
-    expect(reasons[2]).toMatch(/\[JOB_UNSIGNED\]$/);
+    expect(reasons[2]).toMatch(/is not signed by the coordinator key .*\[JOB_UNSIGNED\]$/);
     expect(reasons[3]).toMatch(/is not signed by the coordinator key .*\[JOB_UNSIGNED\]$/);
 
     // Nothing ran, not even a warmup; the collector found the failed jobs unsigned and stored none.

@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { statfsSync } from 'node:fs';
 import { mkdir, readdir, symlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -14,9 +15,9 @@ import type { Cell } from '../contract/matrix.js';
 import type { RunResult } from '../contract/result.js';
 import { collectFingerprint } from '../host/fingerprint.js';
 import { Journal } from '../host/journal.js';
-import { checkNeeds, DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
+import { checkHostBudget, checkNeeds, DEFAULT_BUDGET, type HostBudget } from '../runner/host-budget.js';
 import { runCell } from '../runner/run-cell.js';
-import { cellOf, mountsUnder, runCli, sysctl, tempDir } from './helpers/local.js';
+import { cellOf, memAvailable, mountsUnder, runCli, sysctl, tempDir } from './helpers/local.js';
 
 let scratch: { dir: string; remove: () => void };
 beforeEach(() => {
@@ -44,15 +45,37 @@ async function expectNothingLeft(): Promise<void> {
   expect((await readdir(path.join(scratch.dir, 'journal'))).filter((n) => n.endsWith('.json'))).toEqual([]);
 }
 
+/**
+ * Sized from this machine, never from the one the test was written on. An inotify tmpfs holds
+ * twice each file's write (at least a page) for its files and one latency marker per writer (8 by
+ * default): 65544 files x 2 x writeBytes. `over` takes more than all of this machine's memory
+ * (MemTotal, os.totalmem(): more than MemAvailable or any cgroup's headroom can be), in whole KiB;
+ * null above what the largest cell can ask for (65536 files of 1 MiB, 128 GiB), where the test is
+ * a counted skip. The test's second cell takes a quarter of MemAvailable, far inside what the
+ * budget leaves (MemAvailable less a tenth of MemTotal).
+ */
+const TMPFS_FILES = 65_544;
+const overKiB = Math.max(4, Math.floor(os.totalmem() / (TMPFS_FILES * 2 * 1024)) + 1);
+const TMPFS_OVER = overKiB <= 1024 ? { files: 65_536, writeBytes: `${String(overKiB)}KiB`, needs: TMPFS_FILES * 2 * overKiB * 1024 } : null;
+
+/** The GiB a HOST_TOO_SMALL message says the run needs. */
+const neededGiB = (message: string) => Number(/ needs (\d+\.\d) GiB, /.exec(message)?.[1] ?? NaN);
+
 describe('memory', () => {
-  it('refuses with HOST_TOO_SMALL a tmpfs of 65536 files x 1MiB writes, larger than MemAvailable', async () => {
+  it.runIf(TMPFS_OVER !== null)("refuses with HOST_TOO_SMALL a tmpfs larger than this machine's memory, and lets one of a quarter of MemAvailable through", async () => {
+    const over = TMPFS_OVER ?? { files: 0, writeBytes: '', needs: 0 };
+    expect(over.needs).toBeGreaterThan(os.totalmem());
     const queued = sysctl('max_queued_events');
-    const r = refusal(await run(cellOf('inotify', { files: 65536, writeBytes: '1MiB', target: 'tmpfs', maxQueuedEvents: 4321, duration: '100ms' })));
+    const r = refusal(await run(cellOf('inotify', { files: over.files, writeBytes: over.writeBytes, target: 'tmpfs', maxQueuedEvents: 4321, duration: '100ms' })));
     expect(r.code).toBe('HOST_TOO_SMALL');
-    expect(r.message).toMatch(/^a tmpfs for 65544 files of 1MiB writes needs 128\.0 GiB, but this host has .* to spare \(MemAvailable /);
+    expect(r.message).toMatch(new RegExp(`^a tmpfs for ${String(TMPFS_FILES)} files of ${over.writeBytes} writes needs [\\d.]+ GiB, but this host has .* to spare \\((MemAvailable |the memory limit of cgroup )`));
+    expect(neededGiB(r.message)).toBeCloseTo(over.needs / 1024 ** 3, 1);
     expect(r.message).toMatch(/lower files or writeBytes/);
     expect(sysctl('max_queued_events')).toBe(queued);
     await expectNothingLeft();
+    // The same check on a tmpfs that fits: the refusal above was the size, not something else.
+    const files = Math.max(1, Math.min(65_536, Math.floor(memAvailable() / 4 / (2 * 1024 ** 2)) - 8));
+    await expect(checkHostBudget(cellOf('inotify', { files, writeBytes: '1MiB', target: 'tmpfs', duration: '100ms' }), scratch.dir)).resolves.toBeUndefined();
   });
 });
 
@@ -175,18 +198,23 @@ describe('host needs as a workload states them', () => {
     }
   });
 
-  it('runs an inotify cell in a sandbox tmpfs against memory, after checking its target directory', async () => {
+  it('checks the target directory of an inotify cell in a sandbox tmpfs', async () => {
     const outside = tempDir('fsbench-budget-outside-');
     try {
       const r = refusal(await run(cellOf('inotify', { target: outside.dir, 'container.storage': 'tmpfs', duration: '100ms' })));
       expect(r.code).toBe('TARGET_NOT_ALLOWED');
-      const big = refusal(await run(cellOf('inotify', { target: scratch.dir, 'container.storage': 'tmpfs', files: 65536, writeBytes: '1MiB', duration: '100ms' })));
-      expect(big.code).toBe('HOST_TOO_SMALL');
-      expect(big.message).toMatch(/^a tmpfs for 65544 files of 1MiB writes needs/);
       await expectNothingLeft();
     } finally {
       outside.remove();
     }
+  });
+
+  it.runIf(TMPFS_OVER !== null)("holds an inotify cell in a sandbox tmpfs against this machine's memory", async () => {
+    const over = TMPFS_OVER ?? { files: 0, writeBytes: '' };
+    const big = refusal(await run(cellOf('inotify', { target: scratch.dir, 'container.storage': 'tmpfs', files: over.files, writeBytes: over.writeBytes, duration: '100ms' })));
+    expect(big.code).toBe('HOST_TOO_SMALL');
+    expect(big.message).toMatch(new RegExp(`^a tmpfs for ${String(TMPFS_FILES)} files of ${over.writeBytes} writes needs`));
+    await expectNothingLeft();
   });
 });
 

@@ -138,17 +138,29 @@ async function stack(name: string, relay: Relay, via: 'agent' | 'coordinator' = 
   return { agent, coordinator, client: new CoordinatorClient(url), admin };
 }
 
-/** The client ports (as Redis sees them) of the connections whose last command is `cmd`, once `n` are found: blocking reads. */
-async function blockingPorts(admin: Redis, cmd = 'bzpopmin', n = 2): Promise<Set<number>> {
+/** The client ports (as Redis sees them) of the connections whose last command is `cmd`: blocking reads. */
+async function portsBlockingIn(admin: Redis, cmd: string): Promise<Set<number>> {
   const ports = new Set<number>();
   const re = new RegExp(`\\baddr=127\\.0\\.0\\.1:(\\d+)\\b.*\\bcmd=${cmd}\\b`);
+  for (const line of String(await admin.client('LIST')).split('\n')) {
+    const m = re.exec(line);
+    if (m) ports.add(Number(m[1]));
+  }
+  return ports;
+}
+
+/**
+ * The `n` connections blocking in `cmd` (an agent's two workers each block in BZPOPMIN, the
+ * collector in XREAD), waiting up to 5 s for them; fewer is a failure, so that a fault aimed at
+ * them is never aimed at nothing.
+ */
+async function blockingPorts(admin: Redis, cmd = 'bzpopmin', n = 2): Promise<Set<number>> {
+  let ports = new Set<number>();
   for (let i = 0; i < 50 && ports.size < n; i++) {
-    for (const line of String(await admin.client('LIST')).split('\n')) {
-      const m = re.exec(line);
-      if (m) ports.add(Number(m[1]));
-    }
+    ports = await portsBlockingIn(admin, cmd);
     if (ports.size < n) await sleep(100);
   }
+  expect(ports.size, `connections blocking in ${cmd}`).toBe(n);
   return ports;
 }
 
@@ -198,11 +210,19 @@ describe("an agent's watchdog on progress", () => {
     const relay = await relayTo();
     const s = await stack('quiet', relay);
     await matrixTime(s.client, 'before', 3);
-    for (const port of await blockingPorts(s.admin)) await s.admin.client('KILL', `127.0.0.1:${port}`);
+    // Both faults are shown to have happened: the killed connections gone from Redis, and Redis
+    // answering nothing while frozen.
+    const killed = await blockingPorts(s.admin);
+    for (const port of killed) expect(await s.admin.client('KILL', `127.0.0.1:${port}`)).toBe('OK');
+    const left = String(await s.admin.client('LIST'));
+    for (const port of killed) expect(left).not.toContain(`addr=127.0.0.1:${port} `);
     const afterKill = await matrixTime(s.client, 'killed', 5);
     redis.pause();
-    await sleep(8_000);
+    const pinged = s.admin.ping();
+    expect(await Promise.race([pinged, sleep(1_000, 'no answer')])).toBe('no answer');
+    await sleep(7_000);
     redis.resume();
+    expect(await pinged).toBe('PONG');
     const afterFreeze = await matrixTime(s.client, 'frozen', 5);
     console.log(`CLIENT KILL: 5 runs after ${afterKill} ms; frozen 8 s: 5 runs after ${afterFreeze} ms; watchdog restarts: ${restarts(s.agent).length}`);
     expect(afterKill).toBeLessThan(5_000);

@@ -68,6 +68,13 @@ export function sysctl(name: string): string {
   return readFileSync(`/proc/sys/fs/inotify/${name}`, 'utf8').trim();
 }
 
+/** MemAvailable of /proc/meminfo in bytes, read here without the code under test (its host budget sizes runs against it). */
+export function memAvailable(): number {
+  const kb = /^MemAvailable:\s+(\d+) kB$/m.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1];
+  if (kb === undefined) throw new Error('/proc/meminfo has no MemAvailable line');
+  return Number(kb) * 1024;
+}
+
 export function mountsUnder(dir: string): string[] {
   return readFileSync('/proc/mounts', 'utf8').split('\n').filter((l) => l.split(' ')[1]?.startsWith(dir));
 }
