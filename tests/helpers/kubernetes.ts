@@ -163,7 +163,7 @@ function applyImages(objects: K8sObject[], images: z.output<typeof ImageEntry>[]
   }
 }
 
-/** What `kubectl kustomize DIR` gives for the fields above, in resource order (kustomize sorts by kind; nothing here depends on order). */
+/** What `kustomize build DIR` (and `kubectl kustomize DIR`) gives for the fields above, in resource order (kustomize sorts by kind; nothing here depends on order). */
 export function renderKustomization(dir: string, o: RenderOptions = {}): K8sObject[] {
   const file = path.join(dir, 'kustomization.yaml');
   const parsed = Kustomization.safeParse(parseAllDocuments(readFileSync(file, 'utf8'))[0]?.toJS());
