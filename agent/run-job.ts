@@ -1,8 +1,8 @@
 /**
  * What an agent does with one run job: parse it, take the host lock when the workload measures
- * the kernel, warm up when the previous run here was another cell, run it through the same
- * `runCell` as `fsbench run`, and complete the job with the run's report (see jobs.ts for where
- * BullMQ puts it).
+ * the kernel, warm the cell up once per host (before the first of its repetitions this host
+ * runs), run it through the same `runCell` as `fsbench run`, and complete the job with the run's
+ * report (see queue/jobs.ts for where BullMQ puts it).
  *
  * A run that fails in the workload is a `failed` result, reported like any other: final, never
  * retried. A run this agent abandons (stopping, or its host lock lost) throws instead, so BullMQ

@@ -20,17 +20,15 @@
 import { messageOf } from '../contract/errors.js';
 import type { Log } from '../log/index.js';
 import { onServerChange, type RedisConnection } from '../queue/redis.js';
-import { afterStored, judgeAll, requestOf, type Dispatcher, type NextRun, type ProgressHub } from './matrices/index.js';
-import type { Store, StoredRun } from './store/index.js';
+import { afterStored, judgeAll, requestOf, type CoordinatorParts, type NextRun, type ProgressHub } from './matrices/index.js';
+import type { StoredRun } from './store/index.js';
 
 /** After a failed enqueue of a cell's next run (Redis away for a moment), when to requeue its matrix. */
 const REQUEUE_RETRY_MS = 5_000;
 /** Unfinished matrices looked at, in each state, when every one is queued again. */
 const UNFINISHED_MAX = 1000;
 
-export interface RecoveryDeps {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
+export interface RecoveryDeps extends Pick<CoordinatorParts, 'store' | 'dispatcher'> {
   /** Told of the matrices whose cells stopped under `auto`. */
   readonly hub: ProgressHub;
   readonly log: Log;
@@ -89,7 +87,7 @@ export class Recovery {
   }
 
   /**
-   * Under `repetitions: auto`: queues the next run of each cell not yet precise enough (plans.ts),
+   * Under `repetitions: auto`: queues the next run of each cell not yet precise enough (matrices/plans.ts),
    * and tells watchers of the matrices whose cells stopped. A run that cannot be queued now is
    * queued again by a requeue of its matrix a little later.
    */

@@ -224,6 +224,11 @@ export function requireKnownHost(config: AuthConfig): RequestHandler {
   };
 }
 
+/** The guard of a router built without the coordinator's (tests of a router alone): lets every request through. */
+export const unguarded: RequestHandler = (_req, _res, next) => {
+  next();
+};
+
 /** Guards a read route when reads are not open. */
 export function requireRead(config: AuthConfig): RequestHandler {
   return (req, _res, next) => {

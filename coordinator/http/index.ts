@@ -4,7 +4,7 @@
  * its answers, the request's own logger, slots for long answers, and the deadline on Redis calls
  * made while a client waits.
  */
-export { describeAuth, principalOf, requireRead, requireWrite, type AuthConfig, type Principal } from './auth.js';
+export { describeAuth, principalOf, requireRead, requireWrite, unguarded, type AuthConfig, type Principal } from './auth.js';
 export { matrixOf, readBody, type BodyKind } from './body.js';
 export { withDeadline } from './deadline.js';
 export { edgeIn, edgeOut, type EdgeOptions } from './edge.js';

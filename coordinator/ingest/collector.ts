@@ -1,6 +1,6 @@
 /**
  * Collects results. An agent completes each run's job with the run's report, which BullMQ's
- * completion script appends to the queue's event stream (see jobs.ts); jobs that gave up (their
+ * completion script appends to the queue's event stream (see queue/jobs.ts); jobs that gave up (their
  * agents died or abandoned them too often) sit in their queue's failed set. The collector reads
  * the event streams of the queues in use in batches, stores each batch in one SQLite transaction
  * together with how far each stream has been read (duplicates ignored), and only then trims what
@@ -25,7 +25,7 @@ import { ANY_TARGET } from '../../queue/jobs.js';
 import { fingerprintsKey } from '../../queue/keys.js';
 import type { RedisConnection } from '../../queue/redis.js';
 import { isConnectionError } from '../../queue/redis-health.js';
-import type { Dispatcher } from '../matrices/index.js';
+import type { CoordinatorParts } from '../matrices/index.js';
 import type { StoredRun } from '../store/index.js';
 import { drop, failedRun, field, gaveUp, issuedCheck, reportOf, type DropReason, type Drops, type Report, type Verification } from './verify.js';
 
@@ -57,8 +57,7 @@ function compareIds(a: string, b: string): number {
 /** Cancelled and finished matrices may still have runs in flight for a while. */
 const LATE_RESULTS_MS = 3_600_000;
 
-export interface CollectorDeps extends Verification {
-  readonly dispatcher: Dispatcher;
+export interface CollectorDeps extends Verification, CoordinatorParts {
   /** For trimming; the blocking reads use a connection of their own, duplicated from this one. */
   readonly redis: RedisConnection;
   /** Told which matrices changed, after each stored batch. */

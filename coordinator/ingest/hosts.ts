@@ -5,22 +5,17 @@
  * its runs given up: removed from its queue and stored as failed runs that say why, so the
  * matrix finishes and shows what is missing instead of waiting forever. Runs already completed
  * are left to the collector, and runs that some agent of the host still holds stay held.
- * Every time here is the Redis server's (see registry.ts): a coordinator whose clock jumps gives
+ * Every time here is the Redis server's (see queue/registry.ts): a coordinator whose clock jumps gives
  * up no host early, and an agent's clock keeps no host alive.
  */
-import type { RedisConnection } from '../../queue/redis.js';
 import { readRegistry, type AgentStatus } from '../../queue/registry.js';
 import { formatDuration } from '../../contract/units.js';
 import { maxRepetitions } from '../../contract/matrix.js';
-import { afterStored, issuedRuns, plannedRuns, type Dispatcher } from '../matrices/index.js';
+import { afterStored, issuedRuns, plannedRuns, type CoordinatorParts } from '../matrices/index.js';
 import { ANY_TARGET, jobId } from '../../queue/jobs.js';
-import { cellTargetKey, runKey, type MatrixRecord, type Store, type StoredRun } from '../store/index.js';
+import { cellTargetKey, runKey, type MatrixRecord, type StoredRun } from '../store/index.js';
 
-export interface HostWatchDeps {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
-  readonly redis: RedisConnection;
-  readonly prefix: string;
+export interface HostWatchDeps extends CoordinatorParts {
   /** FSBENCH_HOST_TIMEOUT, in ms. */
   readonly timeoutMs: number;
   readonly onChange: (matrixIds: ReadonlySet<string>) => void;
@@ -90,7 +85,7 @@ export class HostWatch {
       }
     }
     store.storeRuns(runs);
-    // A cell under `repetitions: auto` with a run given up stops there (plans.ts).
+    // A cell under `repetitions: auto` with a run given up stops there (matrices/plans.ts).
     afterStored(store, runs);
     return runs.length;
   }

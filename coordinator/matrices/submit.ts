@@ -13,12 +13,12 @@ import { newSeed } from '../../contract/schedule.js';
 import { formatDuration } from '../../contract/units.js';
 import { ANY_TARGET } from '../../queue/jobs.js';
 import { liveAgents, type AgentStatus } from '../../queue/registry.js';
-import { enqueueRequest, resolveTargets, type Dispatcher, type EnqueueRequest } from './dispatch.js';
+import type { Log } from '../../log/index.js';
+import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.js';
 import { planMatrix } from './estimate.js';
 import type { Enrollment } from '../enrollment/index.js';
-import type { RedisConnection } from '../../queue/redis.js';
-import type { Store } from '../store/index.js';
 import { withDeadline } from '../http/index.js';
+import type { CoordinatorParts } from './parts.js';
 import { summaryOf } from './progress.js';
 
 /** How long an answer is kept for a retry with the same Idempotency-Key. */
@@ -43,16 +43,12 @@ export interface Limits {
   readonly maxStreams?: number | undefined;
 }
 
-export interface SubmitDeps {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
-  readonly redis: RedisConnection;
-  readonly prefix: string;
+export interface SubmitDeps extends CoordinatorParts {
   readonly limits: Limits;
-  /** Hosts with an enrolled agent key (enrollment.ts); every live host counts when omitted. */
+  /** Hosts with an enrolled agent key (enrollment/); every live host counts when omitted. */
   readonly enrollment?: Pick<Enrollment, 'hostEnrolled' | 'sync'> | undefined;
-  /** `fields` are for log pipelines (see log.ts). */
-  readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
+  /** `fields` are for log pipelines (see log/index.ts). */
+  readonly log: Log;
 }
 
 export class Submissions {

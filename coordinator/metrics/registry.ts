@@ -7,6 +7,7 @@
  */
 import { Router, type RequestHandler } from 'express';
 import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { unguarded } from '../http/index.js';
 
 export interface MetricsSnapshot {
   /** Runs waiting in the queues. */
@@ -160,9 +161,7 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
   });
 
   const router = Router();
-  router.get('/metrics', deps.read ?? ((_req, _res, next) => {
-    next();
-  }), async (_req, res) => {
+  router.get('/metrics', deps.read ?? unguarded, async (_req, res) => {
     try {
       const text = await registry.metrics();
       res.type(registry.contentType).send(text);

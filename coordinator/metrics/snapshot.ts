@@ -4,13 +4,11 @@
  * aggregate over the counters each matrix row keeps, so a scrape costs the same with ten
  * matrices or a hundred thousand, and parses none of them.
  */
-import type { RedisConnection } from '../../queue/redis.js';
 import { liveAgents } from '../../queue/registry.js';
 import { requireRead, type AuthConfig } from '../http/index.js';
 import { createMetrics, type CoordinatorMetrics, type MetricsSnapshot } from './registry.js';
-import type { Dispatcher } from '../matrices/index.js';
+import type { CoordinatorParts } from '../matrices/index.js';
 import { ANY_TARGET } from '../../queue/jobs.js';
-import type { Store } from '../store/index.js';
 import { z } from 'zod';
 import { FSBENCH_VERSION } from '../../host/version.js';
 import { refusalsKey } from '../../queue/keys.js';
@@ -30,11 +28,7 @@ const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {
  */
 const FINISHED_TARGETS_MS = 3_600_000;
 
-export interface MetricsSources {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
-  readonly redis: RedisConnection;
-  readonly prefix: string;
+export interface MetricsSources extends CoordinatorParts {
   /** Who may scrape: /metrics follows FSBENCH_READ_AUTH like every read. Open when omitted. */
   readonly auth?: AuthConfig;
   /** Agent keys enrolled and waiting; not counted when omitted. */

@@ -1,9 +1,8 @@
 /**
  * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
- * (enrollment.ts), approving a waiting key, and making one-time enrollment tokens.
+ * (enrollment/), approving a waiting key, and making one-time enrollment tokens.
  */
 import { Router } from 'express';
-import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import { parseDuration } from '../../contract/units.js';
@@ -11,15 +10,15 @@ import { liveAgents } from '../../queue/registry.js';
 import { FSBENCH_VERSION } from '../../host/version.js';
 import { readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from '../enrollment/index.js';
+import type { Log } from '../../log/index.js';
+import type { CoordinatorParts } from '../matrices/index.js';
 
-export interface AgentsDeps {
-  readonly redis: RedisConnection;
-  readonly prefix: string;
+export interface AgentsDeps extends Pick<CoordinatorParts, 'redis' | 'prefix'> {
   readonly auth: AuthConfig;
   readonly enrollment?: Enrollment | undefined;
   /** FSBENCH_MAX_BODY, which the 413 names. */
   readonly limits: { readonly maxBody: number };
-  readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
+  readonly log: Log;
 }
 
 const Approve = z.object({ agent: z.string().min(1).max(200) }).strict();

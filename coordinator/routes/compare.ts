@@ -1,16 +1,18 @@
 /**
- * HTTP routes of compare: `GET /v1/compare` (two stored matrices, or one matrix on two
- * machines) and `POST /v1/results` (a `.jsonl` file from `fsbench run --out`, checked line by
- * line and stored exactly once). Each is a Router the coordinator mounts; errors are thrown as
- * FsbenchErrors and leave through the coordinator's one error handler.
+ * HTTP routes of stored results side by side, and of uploads: `GET /v1/compare` (two stored
+ * matrices, one matrix on two machines, or a matrix against its name's history), `GET /v1/gate`
+ * (the regression gate over the same comparison) and `POST /v1/results` (a `.jsonl` file from
+ * `fsbench run --out`, checked line by line and stored exactly once). Each is a Router the
+ * coordinator mounts; errors are thrown as FsbenchErrors and leave through the one error handler.
  *
- * Both bound the runs of one cell at MAX_REPETITIONS, the most a matrix may ask for: compare
+ * All bound the runs of one cell at MAX_REPETITIONS, the most a matrix may ask for: compare
  * keeps each cell's values for its rank tests, so memory grows with the runs per cell, which
  * nothing else would bound for uploaded results.
  */
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import type { MachineFingerprint } from '../../contract/fingerprint.js';
+import { MAX_REPETITIONS } from '../../contract/matrix.js';
 import type { RunResult } from '../../contract/result.js';
 import type { AggregatableRun } from '../../stats/aggregate.js';
 import { FsbenchError } from '../../contract/errors.js';
@@ -24,14 +26,7 @@ import { parseRunLine, type LineProblem } from '../../report/runs-file.js';
 import { canonical } from '../../compare/sides.js';
 import type { History } from '../history/index.js';
 import type { ResultSink, RunSource } from '../store/index.js';
-import { readBody } from '../http/index.js';
-
-const pass: RequestHandler = (_req, _res, next) => {
-  next();
-};
-
-/** Most runs of one cell on one machine: the matrix schema's most `repetitions` (contract/matrix.ts). */
-export const MAX_REPETITIONS = 1000;
+import { readBody, unguarded } from '../http/index.js';
 
 /**
  * A stored matrix's runs for compare, refused (400 MATRIX_TOO_LARGE) at the first cell that
@@ -214,7 +209,7 @@ export const GateQuery = CompareQuery.extend({
 /** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table|document]` */
 export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
-  router.get('/v1/compare', deps.read ?? pass, async (req, res) => {
+  router.get('/v1/compare', deps.read ?? unguarded, async (req, res) => {
     const q = CompareQuery.parse(req.query);
     const out = exportableCompare(await compareStored(deps.source, q, undefined, deps.history));
     if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
@@ -225,7 +220,7 @@ export function compareRouter(deps: CompareRouteDeps): Router {
    * the regression gate of `fsbench gate`; a regression is a 200 answer whose verdict is `fail`,
    * a gate that could not judge every gated cell-metric one whose verdict is `inconclusive`.
    */
-  router.get('/v1/gate', deps.read ?? pass, async (req, res) => {
+  router.get('/v1/gate', deps.read ?? unguarded, async (req, res) => {
     const q = GateQuery.parse(req.query);
     const limits = parseLimits(q.limit ?? []);
     if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
@@ -319,7 +314,7 @@ function refuseTooManyRepetitions(runs: readonly RunResult[], what: string, line
 export function resultsUploadRouter(deps: UploadRouteDeps): Router {
   const router = Router();
   const limit = deps.maxBody ?? '64mb';
-  router.post('/v1/results', deps.write ?? pass, ...readBody('jsonl', limit), (req, res) => {
+  router.post('/v1/results', deps.write ?? unguarded, ...readBody('jsonl', limit), (req, res) => {
     const runs = parseUpload(req.body);
     const result = deps.sink.importRuns(runs);
     res.status(result.stored > 0 ? 201 : 200).json(result);

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import express, { Router, type RequestHandler } from 'express';
 import { PACKAGE_ROOT } from '../../host/native.js';
+import { unguarded } from '../http/index.js';
 import { openApiDocument } from './openapi.js';
 
 /** Where index.html and style.css live, in the source tree and in the installed package alike. */
@@ -39,9 +40,7 @@ export function dashboardRouter(deps: DashboardDeps = {}): Router {
     res.type('text/javascript').sendFile(APP_BUNDLE, { maxAge: '1h' });
   });
   let doc: string | undefined;
-  router.get('/openapi.json', deps.read ?? ((_req, _res, next) => {
-    next();
-  }), (_req, res) => {
+  router.get('/openapi.json', deps.read ?? unguarded, (_req, res) => {
     doc ??= JSON.stringify(openApiDocument(deps.version ?? '0.1.0'));
     res.type('application/json').send(doc);
   });

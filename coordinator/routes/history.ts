@@ -1,11 +1,12 @@
 /**
  * `GET /v1/history`: the series of the matrices of one name over time, with their change points
- * (history.ts), paged by series; the same answer `fsbench history` prints from files.
+ * (history/history.ts), paged by series; the same answer `fsbench history` prints from files.
  */
 import { Router, type RequestHandler } from 'express';
 import { z } from 'zod';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../../report/export/index.js';
-import { History, HISTORY_PAGE, paramFilter, exportableHistory } from '../history/index.js';
+import { exportableHistory, History, HISTORY_PAGE, paramFilter } from '../history/index.js';
+import { unguarded } from '../http/index.js';
 
 /** `files=128,bufferBytes=64KiB` as parameter values, each as a matrix would spell it. */
 const params = z
@@ -36,10 +37,7 @@ export const HistoryQuery = z
 
 export function historyRouter(deps: { readonly history: History; readonly read?: RequestHandler }): Router {
   const router = Router();
-  const pass: RequestHandler = (_req, _res, next) => {
-    next();
-  };
-  router.get('/v1/history', deps.read ?? pass, (req, res) => {
+  router.get('/v1/history', deps.read ?? unguarded, (req, res) => {
     const q = HistoryQuery.parse(req.query);
     const page = deps.history.series({
       name: q.name,

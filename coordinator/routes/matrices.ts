@@ -6,29 +6,25 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import { matrixOf, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
-import { detailOf, isFinal, requestOf, Submissions, summaryOf, type Dispatcher, type Limits, type ProgressHub } from '../matrices/index.js';
+import type { Log } from '../../log/index.js';
+import { detailOf, isFinal, requestOf, Submissions, summaryOf, type CoordinatorParts, type Limits, type ProgressHub } from '../matrices/index.js';
 import { eventsHandler } from './events.js';
 import { downloads, resultsHandler, takeDownloadSlot } from './results.js';
 import { htmlAssets } from '../../report/html-assets.js';
 import { reportCsp } from '../../report/html.js';
 export type { Limits } from '../matrices/index.js';
-import { MATRIX_STATES, type MatrixRecord, type Store } from '../store/index.js';
-import type { RedisConnection } from '../../queue/redis.js';
+import { MATRIX_STATES, type MatrixRecord } from '../store/index.js';
 import type { Enrollment } from '../enrollment/index.js';
 
 
-export interface MatricesDeps {
-  readonly store: Store;
-  readonly dispatcher: Dispatcher;
+export interface MatricesDeps extends CoordinatorParts {
   readonly hub: ProgressHub;
-  readonly redis: RedisConnection;
-  readonly prefix: string;
   readonly auth: AuthConfig;
   readonly limits: Limits;
   /** Enrolled agent keys: placements choose among their hosts only. Every host counts when omitted (tests of the API alone). */
   readonly enrollment?: Enrollment | undefined;
   /** Inside a request the line carries its id, path and principal; `fields` are for log pipelines. */
-  readonly log: (line: string, fields?: Readonly<Record<string, unknown>>) => void;
+  readonly log: Log;
 }
 
 const ListQuery = z

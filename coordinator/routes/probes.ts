@@ -6,16 +6,13 @@
 import { Router } from 'express';
 import { messageOf } from '../../contract/errors.js';
 import { FSBENCH_VERSION } from '../../host/version.js';
-import type { RedisConnection } from '../../queue/redis.js';
 import type { RedisHealthView } from '../../queue/redis-health.js';
 import { withDeadline } from '../http/index.js';
-import type { Store } from '../store/index.js';
+import type { CoordinatorParts } from '../matrices/index.js';
 
 const READY_DEADLINE_MS = 2000;
 
-export interface ProbeDeps {
-  readonly store: Store;
-  readonly redis: RedisConnection;
+export interface ProbeDeps extends Pick<CoordinatorParts, 'store' | 'redis'> {
   /** Whether Redis is reachable, for /healthz; always healthy when not given (tests that embed an app). */
   readonly redisHealth?: (() => RedisHealthView) | undefined;
 }

@@ -8,7 +8,7 @@
  * as soon as the client goes away. So a large matrix never sits in memory, a slow or gone client
  * costs neither memory nor CPU, and the collector can store runs between two chunks. At most
  * FSBENCH_MAX_DOWNLOADS results requests are answered at once (resultsHandler); the report each
- * answer carries comes from report-cache.ts, built off the event loop.
+ * answer carries comes from reports/report-cache.ts, built off the event loop.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { RequestHandler, Response } from 'express';
