@@ -68,7 +68,7 @@ const zones = [
     ROOM_NAMES.filter((from) => from !== room && !ROOMS[room].includes(from)).map((from) => ({
       target: `./coordinator/${room}`,
       from: `./coordinator/${from}`,
-      message: `coordinator/${room}/ may import only the rooms ${ROOMS[room].join(', ') || 'none'} (see ROOMS in eslint.config.js)`,
+      message: `coordinator/${room}/ may import ${ROOMS[room].length > 0 ? `only the rooms ${ROOMS[room].join(', ')}` : 'no other room'} (see ROOMS in eslint.config.js)`,
     })),
   ),
   ...ROOM_NAMES.map((room) => ({

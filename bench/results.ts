@@ -86,14 +86,14 @@ async function child(kind: string, dir: string, ids: string[]): Promise<Measurem
     cells = bytes > 0 ? 0 : -1;
   } else if (kind === 'aggregate') {
     // The whole report a results request builds: statistics, noise verdicts, notes and knees.
-    // As matrixReport (coordinator/results-format.ts) builds it for GET /v1/matrices/:id/results.
+    // As matrixReport (coordinator/reports/report-cache.ts) builds it for GET /v1/matrices/:id/results.
     const src = source(ids[0] ?? '');
     if (!src) throw new Error(`no matrix ${ids[0] ?? ''}`);
     const builder = new ReportBuilder({ title: src.id, grouped: true, cellOrder: src.cellOrder, fingerprintOf: src.fingerprintOf });
     for (const run of sampled(src.runs, state)) builder.add(run);
     cells = builder.finish().cells.length;
   } else if (kind === 'compare' || kind === 'gate') {
-    // As GET /v1/compare and GET /v1/gate (coordinator/compare-routes.ts) read two stored
+    // As GET /v1/compare and GET /v1/gate (coordinator/routes/compare.ts) read two stored
     // matrices: without their histograms, which neither reads.
     const [a, b] = ids.map((id) => source(id, { histograms: false }));
     const sa = await readSide('a', sampled(a?.runs ?? [], state), { grouped: true, ...(a ? { cellOrder: a.cellOrder } : {}) });

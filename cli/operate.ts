@@ -14,7 +14,7 @@ import { CLIENT_SETTINGS, clientFromSettings, withSettings } from './client.js';
 const STATES = ['queued', 'running', 'done', 'cancelled'] as const;
 
 /**
- * The list route's own bounds (coordinator/matrices.ts: 1 to 1000, newest first, no cursor):
+ * The list route's own bounds (coordinator/routes/matrices.ts: 1 to 1000, newest first, no cursor):
  * asked for outright rather than left to its default, so the CLI says when it shows only part.
  */
 const LIST_DEFAULT = 50;
@@ -58,7 +58,7 @@ type Detail = z.infer<typeof Detail>;
 
 const Cancelled = Summary.extend({ removedRuns: Count });
 
-/** The detail route lists this many failed runs at most (MAX_FAILURES_SHOWN in coordinator/views.ts). */
+/** The detail route lists this many failed runs at most (MAX_FAILURES_SHOWN in coordinator/matrices/progress.ts). */
 const FAILURES_LISTED = 20;
 
 function parseAnswer<T>(schema: z.ZodType<T>, body: unknown, what: string): T {

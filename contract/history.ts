@@ -1,7 +1,7 @@
 /**
  * History's answer on the wire (`GET /v1/history`, `fsbench history --format json`): series of one
  * matrix name over time with their points and change points. The coordinator builds it
- * (coordinator/history.ts); the dashboard parses it with this schema; the types are inferred.
+ * (coordinator/history/history.ts); the dashboard parses it with this schema; the types are inferred.
  */
 import { z } from 'zod';
 

@@ -54,7 +54,7 @@ const isFullFingerprint = (f: z.infer<typeof Fingerprint>): f is z.infer<typeof 
 const Progress = z.object({ stored: z.number(), expected: z.number() }).loose();
 const MatrixSummary = z.object({ id: z.string(), name: z.string(), workload: z.string(), state: z.string(), progress: Progress, cells: z.number(), createdAt: z.string() }).loose();
 const Matrices = z.object({ matrices: z.array(MatrixSummary) });
-// The shapes the coordinator documents (coordinator/openapi.ts), as far as the views read them.
+// The shapes the coordinator documents (coordinator/routes/openapi-components.ts), as far as the views read them.
 const MatrixDetail = MatrixSummary.extend({
   description: z.string().nullable(),
   machines: z.array(z.object({ machine: z.string(), stored: z.number(), expected: z.number().nullable(), ok: z.number(), failed: z.number(), skipped: z.number() }).loose()),

@@ -4,7 +4,7 @@
  * pipeline can filter on fields; readable lines when it is. Secrets stay out: no request header
  * is logged (an Authorization header or a token field is redacted should one ever be), no query
  * string, and settings marked secret are never printed.
- * Request-scoped logging, the coordinator's own, is in coordinator/request-log.ts.
+ * Request-scoped logging, the coordinator's own, is in coordinator/http/request-log.ts.
  */
 import { pino, type Logger, type LoggerOptions as PinoOptions } from 'pino';
 import pretty from 'pino-pretty';
