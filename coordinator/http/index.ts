@@ -9,5 +9,5 @@ export { matrixOf, readBody, type BodyKind } from './body.js';
 export { withDeadline } from './deadline.js';
 export { edgeIn, edgeOut, type EdgeOptions } from './edge.js';
 export { describeError, errorHandler, type DescribedError, type ErrorBody } from './errors.js';
-export { logTo, withRequestLogger } from './request-log.js';
+export { logTo } from './request-log.js';
 export { Slots } from './slots.js';

@@ -3,7 +3,7 @@
  * names a run this coordinator issued, authenticated by an enrolled key), runs given up on hosts
  * that went away, and the versions of the live agents.
  */
-export { collectorWatchdogMs, Collector, failedSweepMs, type CollectorDeps } from './collector.js';
+export { Collector, type CollectorDeps } from './collector.js';
 export { HostWatch, type HostWatchDeps } from './hosts.js';
 export { authenticate, type DropReason } from './verify.js';
 export { AgentVersions } from './versions.js';

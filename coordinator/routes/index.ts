@@ -10,4 +10,4 @@ export { historyRouter } from './history.js';
 export { matricesRouter, type MatricesDeps } from './matrices.js';
 export { openApiDocument } from './openapi.js';
 export { probesRouter, type ProbeDeps } from './probes.js';
-export { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX, resultsHandler } from './results.js';
+export { RESULTS_PAGE_DEFAULT, resultsHandler } from './results.js';

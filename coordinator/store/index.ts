@@ -5,12 +5,11 @@
  */
 export { backupDatabase, restoreDatabase, type DatabaseSummary } from './backup.js';
 export type { AgentKeyRow, AnnouncedKey } from './key-table.js';
-export type { NewPoint, PointRow, SeriesRow } from './history-table.js';
+export type { NewPoint, SeriesRow } from './history-table.js';
 export { MATRIX_STATES, type MatrixRecord, type MatrixState, type MatrixTotals, type NewMatrix } from './matrix-rows.js';
-export { PLAN_VERDICTS, type PlanCell, type Planned, type PlanVerdict } from './plan-table.js';
+export type { PlanCell, Planned } from './plan-table.js';
 export {
   cellTargetKey, runKey, TargetInfo, type AggregatedRow, type PositionedRunRow, type RunPosition, type RunRow, type StoredRun,
 } from './run-rows.js';
-export { DATABASE_FILE } from './schema.js';
 export { Store } from './store.js';
 export { storeResultSink, storeRunSource, type ImportedMatrix, type MatrixRuns, type ResultSink, type RunSource } from './store-adapter.js';
