@@ -1,0 +1,26 @@
+/**
+ * The test files that need nothing but this process and temporary files: no Redis, no Docker,
+ * no root, no kernel limit. `npm run test:quick` runs them (vitest.quick.config.ts) while
+ * developing; `npm test` runs them with every other file.
+ */
+
+export const QUICK = [
+  'change-point',
+  'compare',
+  'history',
+  'install-scripts',
+  'layers',
+  'matrix',
+  'native-build',
+  'ran-here',
+  'readme',
+  'reference',
+  'report-notes',
+  'slices',
+  'stats',
+  'stats-inference',
+  'stats-metrics',
+  'stats-power',
+  'stats-robust',
+  'summary-reporter',
+];
