@@ -83,7 +83,7 @@ const zones = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'native/**', 'eslint.config.js', 'vitest.config.ts'] },
+  { ignores: ['dist/**', 'node_modules/**', 'native/**', 'eslint.config.js', 'vitest.config.ts', 'vitest.quick.config.ts'] },
   eslint.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
