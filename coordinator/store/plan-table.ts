@@ -7,6 +7,7 @@
 import type Database from 'better-sqlite3';
 import { cellTargetKey } from './run-rows.js';
 import { FINISH_IF_COMPLETE } from './matrix-rows.js';
+import { preparedOnce } from './schema.js';
 
 /** `reached`: precise enough; `max`: stopped at maxRepetitions without; `stopped`: a run failed or was skipped. */
 export const PLAN_VERDICTS = ['reached', 'max', 'stopped'] as const;
@@ -28,31 +29,21 @@ const key = (c: PlanCell): Key => [c.matrixId, c.cellId, c.target];
 export class PlanTable {
   constructor(private readonly db: Database.Database) {}
 
-  private statements: ReturnType<PlanTable['prepare']> | undefined;
-
   /** Prepared once: a batch of stored runs judges each of its cells. */
-  private s(): ReturnType<PlanTable['prepare']> {
-    this.statements ??= this.prepare();
-    return this.statements;
-  }
-
-  private prepare() {
-    return {
-      insert: this.db.prepare<[string, string, string, number]>('INSERT OR IGNORE INTO cell_plans (matrix_id, cell_id, target, planned) VALUES (?, ?, ?, ?)'),
-      plannedOf: this.db.prepare<Key, { planned: number }>('SELECT planned FROM cell_plans WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
-      plan: this.db.prepare<Key, { planned: number; verdict: PlanVerdict | null }>('SELECT planned, verdict FROM cell_plans WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
-      counts: this.db.prepare<Key, { stored: number; notOk: number | null }>(
-        "SELECT COUNT(*) AS stored, SUM(state != 'ok') AS notOk FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ?",
-      ),
-      values: this.db.prepare<[string, ...Key], { v: unknown }>(
-        "SELECT json_extract(metrics, ?) AS v FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND state = 'ok'",
-      ),
-      more: this.db.prepare<Key>('UPDATE cell_plans SET planned = planned + 1 WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
-      settle: this.db.prepare<[PlanVerdict, number | null, ...Key]>('UPDATE cell_plans SET verdict = ?, half_width = ? WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
-      expectFewer: this.db.prepare<[number, string]>('UPDATE matrices SET expected_runs = expected_runs - ? WHERE id = ?'),
-      finish: this.db.prepare<[number, string]>(FINISH_IF_COMPLETE),
-    };
-  }
+  private readonly s = preparedOnce(() => ({
+    insert: this.db.prepare<[string, string, string, number]>('INSERT OR IGNORE INTO cell_plans (matrix_id, cell_id, target, planned) VALUES (?, ?, ?, ?)'),
+    plan: this.db.prepare<Key, { planned: number; verdict: PlanVerdict | null }>('SELECT planned, verdict FROM cell_plans WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
+    counts: this.db.prepare<Key, { stored: number; notOk: number | null }>(
+      "SELECT COUNT(*) AS stored, SUM(state != 'ok') AS notOk FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ?",
+    ),
+    values: this.db.prepare<[string, ...Key], { v: unknown }>(
+      "SELECT json_extract(metrics, ?) AS v FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND state = 'ok'",
+    ),
+    more: this.db.prepare<Key>('UPDATE cell_plans SET planned = planned + 1 WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
+    settle: this.db.prepare<[PlanVerdict, number | null, ...Key]>('UPDATE cell_plans SET verdict = ?, half_width = ? WHERE matrix_id = ? AND cell_id = ? AND target = ?'),
+    expectFewer: this.db.prepare<[number, string]>('UPDATE matrices SET expected_runs = expected_runs - ? WHERE id = ?'),
+    finish: this.db.prepare<[number, string]>(FINISH_IF_COMPLETE),
+  }));
 
   /** `planned` runs for each of the cells on each of the targets; returns the plans as written. */
   create(matrixId: string, cellIds: readonly string[], targets: readonly string[], planned: number): Planned {
@@ -79,7 +70,7 @@ export class PlanTable {
 
   /** The runs a cell has been given on a target; undefined without a plan. */
   plannedOf(c: PlanCell): number | undefined {
-    return this.s().plannedOf.get(...key(c))?.planned;
+    return this.s().plan.get(...key(c))?.planned;
   }
 
   /** The cells still measuring in unfinished matrices: after a restart, runs may have been stored while nobody judged them. */

@@ -8,6 +8,7 @@
 import type Database from 'better-sqlite3';
 import { fingerprintHash, keepFingerprint, MachineFingerprint } from '../../contract/fingerprint.js';
 import { FINISH_IF_COMPLETE } from './matrix-rows.js';
+import { preparedOnce } from './schema.js';
 import {
   aggregatedRows, runKey, toRow, type AggregatedRow, type AggregatedRowValues, type PositionedRunRow, type RunPosition, type RunRow, type StoredRun,
 } from './run-rows.js';
@@ -41,40 +42,31 @@ export class RunTable {
     })();
   }
 
-  private writeStatements: ReturnType<RunTable['prepareWrites']> | undefined;
-
   /** Prepared once: the collector stores a batch many times a second. */
-  private writes(): ReturnType<RunTable['prepareWrites']> {
-    this.writeStatements ??= this.prepareWrites();
-    return this.writeStatements;
-  }
-
-  private prepareWrites() {
-    return {
-      putFingerprint: this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)'),
-      insert: this.db.prepare(
-        `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
-           metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference, signed_by)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      placeholder: this.db.prepare<[string, string, string, number], { state: RunRow['state'] }>(
-        'SELECT state FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL',
-      ),
-      unplace: this.db.prepare('DELETE FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL'),
-      uncount: this.db.prepare(
-        'UPDATE matrices SET stored_runs = stored_runs - 1, ok_runs = ok_runs - ?, failed_runs = failed_runs - ?, skipped_runs = skipped_runs - ? WHERE id = ?',
-      ),
-      count: this.db.prepare(
-        `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
-           skipped_runs = skipped_runs + ?, started_at = COALESCE(started_at, ?),
-           state = CASE WHEN state = 'queued' THEN 'running' ELSE state END
-         WHERE id = ?`,
-      ),
-      finish: this.db.prepare(FINISH_IF_COMPLETE),
-      known: this.db.prepare<[string], { id: string }>('SELECT id FROM matrices WHERE id = ?'),
-      cursor: this.db.prepare('INSERT INTO stream_cursors (stream, last_id) VALUES (?, ?) ON CONFLICT (stream) DO UPDATE SET last_id = excluded.last_id'),
-    };
-  }
+  private readonly writes = preparedOnce(() => ({
+    putFingerprint: this.db.prepare('INSERT OR IGNORE INTO fingerprints (hash, json) VALUES (?, ?)'),
+    insert: this.db.prepare(
+      `INSERT OR IGNORE INTO runs (matrix_id, cell_id, target, repetition, machine, host_id, state, params, started_at, finished_at,
+         metrics, error_code, error_message, reason, details, fingerprint_hash, attempts, stored_at, histograms, interference, signed_by)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    placeholder: this.db.prepare<[string, string, string, number], { state: RunRow['state'] }>(
+      'SELECT state FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL',
+    ),
+    unplace: this.db.prepare('DELETE FROM runs WHERE matrix_id = ? AND cell_id = ? AND target = ? AND repetition = ? AND signed_by IS NULL'),
+    uncount: this.db.prepare(
+      'UPDATE matrices SET stored_runs = stored_runs - 1, ok_runs = ok_runs - ?, failed_runs = failed_runs - ?, skipped_runs = skipped_runs - ? WHERE id = ?',
+    ),
+    count: this.db.prepare(
+      `UPDATE matrices SET stored_runs = stored_runs + ?, ok_runs = ok_runs + ?, failed_runs = failed_runs + ?,
+         skipped_runs = skipped_runs + ?, started_at = COALESCE(started_at, ?),
+         state = CASE WHEN state = 'queued' THEN 'running' ELSE state END
+       WHERE id = ?`,
+    ),
+    finish: this.db.prepare(FINISH_IF_COMPLETE),
+    known: this.db.prepare<[string], { id: string }>('SELECT id FROM matrices WHERE id = ?'),
+    cursor: this.db.prepare('INSERT INTO stream_cursors (stream, last_id) VALUES (?, ?) ON CONFLICT (stream) DO UPDATE SET last_id = excluded.last_id'),
+  }));
 
   /**
    * Stores runs in one transaction, ignoring any already stored, with the counters and state of
@@ -189,13 +181,16 @@ export class RunTable {
   }
 
   /** Prepared once: a large download reads thousands of pages. */
-  private pageStatements:
-    | {
-        readonly cellsFrom: Database.Statement<[string, number, number], { cell_id: string; position: number }>;
-        readonly runsOf: Database.Statement<[string, string, number], RunRow>;
-        readonly runsAfter: Database.Statement<[string, string, string, string, number, number], RunRow>;
-      }
-    | undefined;
+  private readonly pages = preparedOnce(() => ({
+    cellsFrom: this.db.prepare<[string, number, number], { cell_id: string; position: number }>(
+      'SELECT cell_id, position FROM cells WHERE matrix_id = ? AND position >= ? ORDER BY position LIMIT ?',
+    ),
+    runsOf: this.db.prepare<[string, string, number], RunRow>('SELECT * FROM runs WHERE matrix_id = ? AND cell_id = ? ORDER BY machine, target, repetition LIMIT ?'),
+    runsAfter: this.db.prepare<[string, string, string, string, number, number], RunRow>(
+      `SELECT * FROM runs WHERE matrix_id = ? AND cell_id = ? AND (machine, target, repetition) > (?, ?, ?)
+       ORDER BY machine, target, repetition LIMIT ?`,
+    ),
+  }));
 
   /**
    * Up to `limit` runs of a matrix after `after`, in (cell position, machine, target, repetition)
@@ -206,19 +201,7 @@ export class RunTable {
    * one pass over the matrix's cells, wherever it starts.
    */
   runsPage(matrixId: string, after: RunPosition | null, limit: number): PositionedRunRow[] {
-    this.pageStatements ??= {
-      cellsFrom: this.db.prepare<[string, number, number], { cell_id: string; position: number }>(
-        'SELECT cell_id, position FROM cells WHERE matrix_id = ? AND position >= ? ORDER BY position LIMIT ?',
-      ),
-      runsOf: this.db.prepare<[string, string, number], RunRow>(
-        'SELECT * FROM runs WHERE matrix_id = ? AND cell_id = ? ORDER BY machine, target, repetition LIMIT ?',
-      ),
-      runsAfter: this.db.prepare<[string, string, string, string, number, number], RunRow>(
-        `SELECT * FROM runs WHERE matrix_id = ? AND cell_id = ? AND (machine, target, repetition) > (?, ?, ?)
-         ORDER BY machine, target, repetition LIMIT ?`,
-      ),
-    };
-    const { cellsFrom, runsOf, runsAfter } = this.pageStatements;
+    const { cellsFrom, runsOf, runsAfter } = this.pages();
     const out: PositionedRunRow[] = [];
     let from = after?.position ?? 0;
     while (out.length < limit) {

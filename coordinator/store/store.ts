@@ -17,7 +17,7 @@ import { parseColumns, parseTargets, toRecord, type MatrixRecord, type MatrixRow
 import { PlanTable, type Planned } from './plan-table.js';
 import type { AggregatedRow, PositionedRunRow, RunPosition, RunRow, StoredRun } from './run-rows.js';
 import { RunTable } from './run-table.js';
-import { DATABASE_FILE, openDatabase } from './schema.js';
+import { DATABASE_FILE, openDatabase, preparedOnce } from './schema.js';
 
 /** How long activeTargets' answer is kept when no matrix was created meanwhile. */
 const ACTIVE_TARGETS_MS = 10_000;
@@ -96,23 +96,11 @@ export class Store {
     return columns;
   }
 
-  private lookupStatements: ReturnType<Store['prepareLookups']> | undefined;
-
-  /**
-   * Statements of the lookups made per report collected, prepared once: better-sqlite3 compiles
-   * a statement on every prepare(), which was 6% of the coordinator's CPU per run.
-   */
-  private lookups(): ReturnType<Store['prepareLookups']> {
-    this.lookupStatements ??= this.prepareLookups();
-    return this.lookupStatements;
-  }
-
-  private prepareLookups() {
-    return {
-      matrix: this.db.prepare<[string], MatrixRow>('SELECT * FROM matrices WHERE id = ?'),
-      cell: this.db.prepare<[string, string], { params: string }>('SELECT params FROM cells WHERE matrix_id = ? AND cell_id = ?'),
-    };
-  }
+  /** The lookups made per report collected. */
+  private readonly lookups = preparedOnce(() => ({
+    matrix: this.db.prepare<[string], MatrixRow>('SELECT * FROM matrices WHERE id = ?'),
+    cell: this.db.prepare<[string, string], { params: string }>('SELECT params FROM cells WHERE matrix_id = ? AND cell_id = ?'),
+  }));
 
   close(): void {
     this.db.close();
