@@ -25,10 +25,11 @@ const KINDS = {
 } as const satisfies Record<string, { what: string; json: readonly string[]; text: readonly string[]; strict: boolean }>;
 export type BodyKind = keyof typeof KINDS;
 
-/** The 415 answer: what the route takes, and what it was sent instead. */
+/** The 415 answer: what the route takes (the first name of each type it reads), and what it was sent instead. */
 function unsupported(kind: BodyKind, sent: string): FsbenchError {
   const { what, json, text } = KINDS[kind];
-  return new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send ${what} as ${[...json, ...text].join(' or ')}, not ${sent}`);
+  const names = [json[0], text[0]].filter((t) => t !== undefined);
+  return new FsbenchError('UNSUPPORTED_MEDIA_TYPE', `send ${what} as ${names.join(' or ')}, not ${sent}`);
 }
 
 /** A body-parser's refusal of a charset or a Content-Encoding, as the 415 answer; anything else as it is. */
