@@ -8,14 +8,19 @@
  * Its content says the state: `{"ok":true,...}` while Redis is reachable; while it is not,
  * `{"ok":false,"reason":...,"since":...}` with the modification time left at the last moment
  * Redis answered, so a healthcheck reading the age and a person reading the file agree.
+ *
+ * The agent runs as root: its directory passes the rules of the scratch directory (host/safe-dir.ts)
+ * and each version is created anew (O_EXCL, never through a symlink) before it is renamed over
+ * the file, so nothing another user plants there is written through.
  */
-import { rename, rm, utimes, writeFile } from 'node:fs/promises';
+import { rename, rm, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { messageOf } from '../contract/errors.js';
+import { ensureSafeDir, writeOwnFile, type DirPurpose } from '../host/safe-dir.js';
 import type { RedisHealthView } from '../queue/redis-health.js';
 
 export interface HealthFileOptions {
-  /** Where the file goes; its directory must exist. */
+  /** Where the file goes; its directory is created (0700) when missing, and must be one only root (or this user) controls. */
   readonly file: string;
   readonly intervalMs: number;
   /** Whether Redis is reachable now (the agent's RedisHealth, which probes it). */
@@ -28,10 +33,20 @@ export interface HealthFile {
   stop(): Promise<void>;
 }
 
+const HEALTH_PURPOSE: DirPurpose = { what: "the health file's directory", setting: 'FSBENCH_HEALTH_FILE' };
+
 /** Writes the file at once, then every `intervalMs` while Redis is reachable, and once when it is lost. */
 export async function startHealthFile(o: HealthFileOptions): Promise<HealthFile> {
+  const dir = await ensureSafeDir(path.dirname(path.resolve(o.file)), HEALTH_PURPOSE);
+  const file = path.join(dir, path.basename(o.file));
   // Written beside the file and renamed over it: a healthcheck never reads a half-written one.
-  const temp = path.join(path.dirname(o.file), `.${path.basename(o.file)}.${String(process.pid)}.tmp`);
+  const tempName = `.${path.basename(file)}.${String(process.pid)}.tmp`;
+  const temp = path.join(dir, tempName);
+  /** A fresh file each time: whatever is in its place (a leftover, a planted symlink) is unlinked, not followed. */
+  const writeTemp = async (text: string) => {
+    await rm(temp, { force: true });
+    await writeOwnFile(dir, tempName, text, 0o644);
+  };
   let lastReached = new Date();
   /** The outage already written down (its `since`), so the file is not rewritten at each tick. */
   let written: string | undefined;
@@ -41,19 +56,19 @@ export async function startHealthFile(o: HealthFileOptions): Promise<HealthFile>
     try {
       if (redis.reachable) {
         lastReached = new Date();
-        await writeFile(temp, `${JSON.stringify({ ok: true, pid: process.pid, at: lastReached.toISOString() })}\n`, { mode: 0o644 });
+        await writeTemp(`${JSON.stringify({ ok: true, pid: process.pid, at: lastReached.toISOString() })}\n`);
         written = undefined;
       } else {
         if (written === redis.since) return;
-        await writeFile(temp, `${JSON.stringify({ ok: false, pid: process.pid, at: lastReached.toISOString(), reason: redis.reason, since: redis.since })}\n`, { mode: 0o644 });
+        await writeTemp(`${JSON.stringify({ ok: false, pid: process.pid, at: lastReached.toISOString(), reason: redis.reason, since: redis.since })}\n`);
         await utimes(temp, lastReached, lastReached);
         written = redis.since;
       }
-      await rename(temp, o.file);
-      if (failing) o.log(`health file ${o.file}: updated again`);
+      await rename(temp, file);
+      if (failing) o.log(`health file ${file}: updated again`);
       failing = false;
     } catch (err) {
-      if (!failing) o.log(`health file ${o.file} not updated: ${messageOf(err)}`);
+      if (!failing) o.log(`health file ${file} not updated: ${messageOf(err)}`);
       failing = true;
     }
   };
@@ -70,7 +85,7 @@ export async function startHealthFile(o: HealthFileOptions): Promise<HealthFile>
     async stop() {
       clearInterval(timer);
       await updating;
-      await rm(o.file, { force: true });
+      await rm(file, { force: true });
       await rm(temp, { force: true });
     },
   };

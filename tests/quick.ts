@@ -7,6 +7,7 @@
 export const QUICK = [
   'change-point',
   'compare',
+  'health-file',
   'history',
   'install-scripts',
   'layers',
