@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker, type Job } from 'bullmq';
+import { DelayedError, Worker, type Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError, messageOf } from '../contract/errors.js';
 import type { MachineFingerprint } from '../contract/fingerprint.js';
@@ -31,7 +31,8 @@ import { RunExecutor } from './run-job.js';
 import { loadJobVerifier } from '../queue/signing.js';
 import { ensureSafeDir } from '../host/safe-dir.js';
 import { Admission } from './admission.js';
-import { awaitEnrollment, hostStateDir, loadOrCreateAgentKey } from './identity.js';
+import { awaitEnrollment, currentApproval, hostStateDir, loadOrCreateAgentKey } from './identity.js';
+import { ApprovalWatch } from './approval-watch.js';
 import { readFile } from 'node:fs/promises';
 import { EnrollToken } from '../queue/enrollment.js';
 
@@ -75,6 +76,8 @@ export interface RunningAgent {
   readonly key: string;
   /** Resolves once the key is enrolled and the agent takes jobs; rejects if it stops first. */
   readonly enrolled: Promise<void>;
+  /** Whether its approval held at the last look (false once revoked): it takes jobs only then. */
+  approved(): boolean;
   /** Stops as on SIGTERM; resolves once the lock is released and Redis closed. */
   stop(): Promise<void>;
 }
@@ -253,7 +256,23 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   let inHand = 0;
   let lastActivity = Date.now();
   let workerRestarts = 0;
-  const processJob = async (job: Job<unknown, unknown>): Promise<SignedRunReport> => {
+  const approval = new ApprovalWatch({
+    check: () => currentApproval({ redis, prefix: s.queuePrefix, identity, hostId, jobKey }),
+    intervalMs: Math.max(250, s.heartbeat),
+    onLost: () => {
+      for (const w of workers) void w.pause(true);
+    },
+    onBack: () => {
+      for (const w of workers) void w.resume();
+    },
+    log,
+  });
+  const processJob = async (job: Job<unknown, unknown>, token?: string): Promise<SignedRunReport> => {
+    // Revoked since the last look: the job goes back unrun, no attempt counted, for an enrolled host.
+    if (!(await approval.checkNow())) {
+      await job.moveToDelayed(Date.now() + Math.max(250, s.heartbeat), token);
+      throw new DelayedError();
+    }
     inHand++;
     lastActivity = Date.now();
     try {
@@ -294,7 +313,8 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
       );
       return counts.reduce((a, b) => a + b, 0);
     },
-    idle: () => inHand === 0 && !exec.busy,
+    // Not approved, it takes nothing on purpose: no stuck worker to recreate.
+    idle: () => inHand === 0 && !exec.busy && approval.holds,
     lastActivity: () => lastActivity,
     reachable: () => redisHealth.isReachable,
     silentFor: () => {
@@ -327,6 +347,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     // when it took it, and whoever takes it next does so again.
     if (await lock.tryOnce()) await lock.release();
     workers = makeWorkers();
+    approval.start();
     watchdog.start();
     refresh = setInterval(() => {
       fingerprintNow().then(
@@ -379,6 +400,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
       // Stopping closes connections on purpose: not an outage to report.
       redisHealth.stop();
       watchdog.stop();
+      approval.stop();
       stopWaiting.abort();
       await redisHealth.settle(enrolled, STOP_REDIS_MS);
       clearInterval(refresh);
@@ -423,5 +445,5 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     })();
     return stopping;
   };
-  return { agentId, hostId, key: identity.fingerprint, enrolled, stop };
+  return { agentId, hostId, key: identity.fingerprint, enrolled, approved: () => approval.holds, stop };
 }

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError } from '../contract/errors.js';
-import { Announcement, ApprovalEntry, parseJson, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
+import { Announcement, ApprovalEntry, parseJson, type Approval, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { canonicalJson, keyFingerprint, loadOrCreatePrivateKey, signText, type JobVerifier } from '../queue/signing.js';
 
@@ -106,20 +106,23 @@ async function announce(r: EnrollmentRequest, token: string | undefined): Promis
   await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, announcementOf(r.identity, r.hostId, r.machine, r.labels, token));
 }
 
-/** Whether the coordinator's approval of this key, bound to this host, is in Redis. */
-async function approved(r: EnrollmentRequest): Promise<boolean> {
+/**
+ * The coordinator's approval of this key, bound to this host, when Redis holds one that is signed
+ * by the coordinator and unexpired; null otherwise (none yet, revoked, or expired).
+ */
+export async function currentApproval(r: Pick<EnrollmentRequest, 'redis' | 'prefix' | 'identity' | 'hostId' | 'jobKey'>): Promise<Approval | null> {
   const raw = await r.redis.hget(agentApprovalsKey(r.prefix), r.identity.fingerprint);
   const entry = raw === null ? null : parseJson(ApprovalEntry, raw);
-  if (entry === null || !r.jobKey.verifyApproval(entry.approval, entry.signature)) return false;
+  if (entry === null || !r.jobKey.verifyApproval(entry.approval, entry.signature)) return null;
   const a = entry.approval;
-  if (a.key !== r.identity.fingerprint || a.reportKey !== r.identity.reportKeyPem) return false;
+  if (a.key !== r.identity.fingerprint || a.reportKey !== r.identity.reportKeyPem || a.expiresAt <= Date.now()) return null;
   if (a.hostId !== r.hostId) {
     throw new FsbenchError(
       'CONFIG_INVALID',
       `this agent's key ${r.identity.fingerprint} is enrolled for host ${a.hostId}, not this host ${r.hostId}: give each host its own FSBENCH_STATE_DIR`,
     );
   }
-  return true;
+  return a;
 }
 
 const ANNOUNCE_EVERY_MS = 30_000;
@@ -140,7 +143,7 @@ export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Pro
     let token: string | undefined;
     try {
       token = await r.token();
-      if (await approved(r)) {
+      if ((await currentApproval(r)) !== null) {
         const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
         if (theirs !== null) return reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId);
       }

@@ -10,7 +10,7 @@ import { annotatedMatrixText } from '../contract/matrix-text.js';
 import { runsProblem } from '../contract/result.js';
 import { formatDuration, formatSize } from '../contract/units.js';
 import { AgentStatus } from '../queue/registry.js';
-import { AgentKeyView } from '../queue/enrollment.js';
+import { AgentKeyView, AuditEntryView } from '../queue/enrollment.js';
 import { readMatrixSource } from './matrix-file.js';
 import { CLIENT_SETTINGS, clientFromSettings, withSettings, type CoordinatorClient } from './client.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
@@ -131,6 +131,22 @@ function columns(table: readonly (readonly string[])[]): (row: readonly string[]
   return (r) => `${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()}\n`;
 }
 
+/** `fsbench agents --history`: the audit of enrollment changes, newest first. */
+async function printHistory(client: CoordinatorClient, json: boolean): Promise<void> {
+  const body = await client.json('GET', '/v1/agents/history');
+  if (json) {
+    process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+    return;
+  }
+  const { changes } = z.object({ changes: z.array(AuditEntryView) }).parse(body);
+  if (changes.length === 0) {
+    log('no enrollment change recorded yet');
+    return;
+  }
+  const table = [['WHEN', 'ACTION', 'KEY', 'MACHINE', 'HOST', 'WHO', 'DETAIL'], ...changes.map((c) => [c.at, c.action, c.key, c.machine, c.hostId, c.actor, c.detail])];
+  for (const r of table) process.stdout.write(columns(table)(r));
+}
+
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
@@ -241,9 +257,14 @@ export function registerRemoteCommands(program: Command): void {
       process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
     });
 
-  const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled or waiting for approval'), CLIENT_SETTINGS)
+  const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled, waiting for approval or revoked'), CLIENT_SETTINGS)
     .option('--json', 'print the JSON answer')
+    .option('--history', 'list every change to who is enrolled instead (token used, approval, revocation, rotation, rename): when, who, what')
     .action(async (opts: Record<string, unknown>) => {
+      if (opts['history'] === true) {
+        await printHistory(clientFromSettings(opts), opts['json'] === true);
+        return;
+      }
       const body = await clientFromSettings(opts).json('GET', '/v1/agents');
       if (opts['json'] === true) {
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
@@ -271,7 +292,8 @@ export function registerRemoteCommands(program: Command): void {
       const others = live.filter((a) => version !== undefined && a.fingerprint.fsbench !== version);
       if (others.length > 0) log(`warning: ${String(others.length)} agent(s) run another fsbench version than the coordinator's ${version ?? ''}: ${others.map((a) => `${a.machine} (${a.fingerprint.fsbench})`).join(', ')}`);
       if (keys.length > 0) {
-        const keyTable = [['KEY', 'STATE', 'MACHINE', 'HOST', 'SINCE'], ...keys.map((k) => [k.key, k.state === 'enrolled' ? `enrolled (${k.via ?? '?'})` : 'PENDING', k.machine, k.hostId, k.enrolledAt ?? k.firstSeen])];
+        const state = (k: AgentKeyView) => (k.state === 'enrolled' ? `enrolled (${k.via ?? '?'})` : k.state === 'pending' ? 'PENDING' : 'revoked');
+        const keyTable = [['KEY', 'STATE', 'MACHINE', 'HOST', 'SINCE'], ...keys.map((k) => [k.key, state(k), k.machine, k.hostId, k.revokedAt ?? k.enrolledAt ?? k.firstSeen])];
         process.stdout.write('\n');
         for (const r of keyTable) process.stdout.write(columns(keyTable)(r));
         const pending = keys.filter((k) => k.state === 'pending');
@@ -285,6 +307,13 @@ export function registerRemoteCommands(program: Command): void {
       // optsWithGlobals: `agents` has the same options, and commander gives them to it wherever they stand.
       const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/approve', { agent }));
       log(`enrolled ${key.key} of ${key.machine} (host ${key.hostId})`);
+    });
+
+  withSettings(agents.command('revoke').description('Revoke an agent key for good: its agent stops taking jobs, its reports are dropped, and nothing enrolls that key again'), CLIENT_SETTINGS)
+    .argument('<agent>', 'the key fingerprint `fsbench agents` shows, or the machine name or host id of exactly one key')
+    .action(async (agent: string, _opts: unknown, cmd: Command) => {
+      const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/revoke', { agent }));
+      log(`revoked ${key.key} of ${key.machine} (host ${key.hostId}): the host enrolls a new key to work again`);
     });
 
   withSettings(agents.command('token').description('Make one-time enrollment tokens: an agent started with one (FSBENCH_ENROLL_TOKEN) enrolls itself'), CLIENT_SETTINGS)

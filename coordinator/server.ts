@@ -196,6 +196,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     pollMs: COLLECT_POLL_MS,
     verifier: jobKey.signer.verifier,
     enrolledKey: (key) => enrollment.enrolled(key),
+    revokedKey: (key) => enrollment.isRevoked(key),
     refreshKeys: () => enrollment.sync(),
     ...(s.verifyReports === false ? { verifyReports: false } : {}),
     maxAttempts: s.maxAttempts,

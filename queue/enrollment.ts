@@ -46,7 +46,13 @@ export type Announcement = z.infer<typeof Announcement>;
 /** An announcement as it sits in Redis: the exact JSON text that was signed, and the signature. */
 export const AnnouncementEntry = z.object({ body: z.string().max(8192), signature: JobSignature }).strict();
 
-/** What the coordinator signs to enroll a key: which key, bound to which host. */
+/**
+ * What the coordinator signs to enroll a key: which key, bound to which host and machine name,
+ * which approval this is and until when it holds. The coordinator trusts only the approval whose
+ * id its database holds for an enrolled key, and signs a new one before this one expires: an
+ * approval saved from Redis and written back after the key was revoked enrolls nothing, and one
+ * kept longer is worthless to the agent too.
+ */
 export const Approval = z
   .object({
     key: KeyFingerprint,
@@ -54,6 +60,9 @@ export const Approval = z
     reportKey: z.string().max(1000),
     hostId: Target,
     machine: z.string().max(200),
+    id: z.string().regex(/^[A-Za-z0-9_-]{22}$/),
+    /** ms since the epoch. */
+    expiresAt: z.number().int().nonnegative(),
   })
   .strict();
 export type Approval = z.infer<typeof Approval>;
@@ -104,12 +113,25 @@ export const AgentKeyView = z.object({
   hostId: z.string(),
   machine: z.string(),
   labels: z.array(z.string()),
-  state: z.enum(['pending', 'enrolled']),
-  via: z.enum(['approval', 'token']).nullable(),
+  state: z.enum(['pending', 'enrolled', 'revoked']),
+  via: z.enum(['approval', 'token', 'rotation', 'import']).nullable(),
   firstSeen: z.iso.datetime(),
   enrolledAt: z.iso.datetime().nullable(),
+  revokedAt: z.iso.datetime().nullable(),
 });
 export type AgentKeyView = z.infer<typeof AgentKeyView>;
+
+/** One change to who is enrolled, as `GET /v1/agents/history` lists it (newest first). */
+export const AuditEntryView = z.object({
+  at: z.iso.datetime(),
+  actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token or a rotation), or `coordinator`'),
+  action: z.enum(['enroll-token', 'approve', 'import', 'revoke', 'rotate', 'rename']),
+  key: z.string(),
+  hostId: z.string(),
+  machine: z.string(),
+  detail: z.string(),
+});
+export type AuditEntryView = z.infer<typeof AuditEntryView>;
 
 /** `text` parsed as JSON and then by `schema`, or null when either fails: whatever is in Redis may be junk. */
 export function parseJson<T extends z.ZodType>(schema: T, text: string): z.output<T> | null {

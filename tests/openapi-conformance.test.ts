@@ -299,6 +299,18 @@ describe('the OpenAPI document', () => {
     await exchange(conf, base, '/v1/agents/tokens', 403, { method: 'POST', headers: { ...jsonType, via: '1.1 proxy' }, body: '{}' });
     const keys = z.object({ keys: z.array(z.object({ machine: z.string(), state: z.string() }).loose()) }).loose().parse(JSON.parse((await exchange(conf, base, '/v1/agents', 200)).body)).keys;
     expect(keys.map((k) => `${k.machine} ${k.state}`).sort()).toEqual(['openapi-machine enrolled', 'solo enrolled', 'twin pending', 'twin pending']);
+    const revoke = (body: string, status: number, headers: Record<string, string> = jsonType) =>
+      exchange(conf, base, '/v1/agents/revoke', status, { method: 'POST', headers, body });
+    await revoke(JSON.stringify({ agent: 'solo' }), 200);
+    await revoke(JSON.stringify({ agent: 'twin' }), 409);
+    await revoke(JSON.stringify({ agent: 'nobody' }), 404);
+    await revoke(JSON.stringify({ name: 'solo' }), 400);
+    await revoke(JSON.stringify({ agent: 'x'.repeat(100_000) }), 413);
+    await revoke('agent=solo', 415, { 'content-type': 'application/x-www-form-urlencoded' });
+    await revoke(JSON.stringify({ agent: 'twin' }), 403, { ...jsonType, 'x-forwarded-proto': 'https' });
+    const history = z.object({ changes: z.array(z.object({ action: z.string(), machine: z.string() }).loose()) }).parse(JSON.parse((await exchange(conf, base, '/v1/agents/history', 200)).body));
+    expect(history.changes.map((h) => `${h.action} ${h.machine}`)).toEqual(['revoke solo', 'approve solo', 'import openapi-machine']);
+    await exchange(conf, base, '/v1/agents/history', 403, { headers: rebound });
 
     // Submissions.
     const submitted = await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, 'idempotency-key': 'conf-1' }, body: matrixJson() });
@@ -448,12 +460,12 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
   const { id } = Id.parse(JSON.parse((await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson() })).body));
   // No agent on this coordinator's queues: nothing can take a run placed on every host.
   await exchange(conf, base, '/v1/matrices', 409, { method: 'POST', headers: { ...jsonType, ...good }, body: matrixJson({ placement: 'all' }) });
-  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/document`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`, `/v1/gate?baseline=${id}`, '/v1/history?name=x'];
+  const reads = ['/openapi.json', '/metrics', '/v1/agents', '/v1/matrices', `/v1/matrices/${id}`, `/v1/matrices/${id}/results`, `/v1/matrices/${id}/report.html`, `/v1/matrices/${id}/document`, `/v1/matrices/${id}/events`, `/v1/compare?baseline=${id}`, `/v1/gate?baseline=${id}`, '/v1/history?name=x', '/v1/agents/history'];
   for (const target of reads) {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });
   }
-  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
+  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/revoke', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
   for (const [method, target, type] of writes) {
     await exchange(conf, base, target, 401, { method, headers: type, body: method === 'DELETE' ? undefined : '{}' });
     await exchange(conf, base, target, 403, { method, headers: { ...type, ...wrong }, body: method === 'DELETE' ? undefined : '{}' });
@@ -468,6 +480,7 @@ async function limitAnswers(conf: Conformance): Promise<void> {
   await exchange(conf, limited.url, '/v1/results', 429, { method: 'POST', headers: ndjsonType, body: uploadBody('x') });
   await exchange(conf, limited.url, `/v1/matrices/${id}`, 429, { method: 'DELETE' });
   await exchange(conf, limited.url, '/v1/agents/approve', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
+  await exchange(conf, limited.url, '/v1/agents/revoke', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/tokens', 429, { method: 'POST', headers: jsonType, body: '{}' });
 
   const full = await cluster.coordinator({ maxQueued: 1 });

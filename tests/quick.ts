@@ -7,6 +7,7 @@
 export const QUICK = [
   'change-point',
   'compare',
+  'enrollment-schema',
   'health-file',
   'history',
   'install-scripts',

@@ -1,31 +1,32 @@
 /**
  * Which agent keys the coordinator trusts, and for which host (see queue/enrollment.ts for the
  * protocol), over two tables of the store (store/key-table.ts): agent keys (pending until enrolled,
- * then bound to the host id they announced) and enrollment tokens (one use each, kept as a hash). `sync()` reads the
- * announcements in Redis, verifying only new or changed ones, enrolls keys that proved a valid
- * token, and writes the approvals of enrolled keys back to Redis for their agents (again at
- * start, so a Redis that lost its data has them).
+ * then bound to the host id and machine they announced, revoked for good) and enrollment tokens
+ * (tokens.ts). `sync()` reads the announcements in Redis, verifying only new or changed ones,
+ * enrolls keys that proved a valid token, and writes the approvals of enrolled keys back to Redis
+ * for their agents (approvals.ts: the database says which approval counts). Every change is one
+ * log line and one audit row.
  *
  * The collector asks `enrolled(key)` for every report: a map in memory, so verifying a report
- * costs one Ed25519 verification and no query.
+ * costs one HMAC and no query.
  */
-import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
-import { constants as fsConstants, promises as fs } from 'node:fs';
+import { createPublicKey, type KeyObject } from 'node:crypto';
 import path from 'node:path';
-import type { RedisConnection } from '../../queue/redis.js';
 import { z } from 'zod';
-import { FsbenchError, errnoOf } from '../../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
+import type { Log } from '../../log/index.js';
 import {
-  Announcement, AnnouncementEntry, ApprovalEntry, parseJson, proofMatches, reportMacKey, secretHash, tokenProof, type AgentKeyView, type Approval, type ReportKeyEntry,
+  Announcement, AnnouncementEntry, parseJson, reportMacKey, type AgentKeyView, type Approval, type AuditEntryView, type ReportKeyEntry,
 } from '../../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../../queue/keys.js';
+import type { RedisConnection } from '../../queue/redis.js';
 import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../../queue/signing.js';
-import type { AgentKeyRow, AnnouncedKey, Store } from '../store/index.js';
+import type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, EnrolledVia, Store } from '../store/index.js';
+import { approvalText, judgeForeign, newApproval, renewalDue } from './approvals.js';
+import { mintTokens, refreshTokenCopy, useToken } from './tokens.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;
-/** Most tokens one request may make: a fleet's worth. */
-export const MAX_TOKENS_PER_REQUEST = 1000;
 
 export interface EnrolledKey {
   readonly key: string;
@@ -37,30 +38,41 @@ export interface EnrolledKey {
   readonly macKey: Buffer;
 }
 
+/** An enrolled key as this module holds it: with the approval the database holds for it, and its text as written to Redis. */
+interface HeldKey extends EnrolledKey {
+  readonly approval: ApprovalRecord;
+  readonly approvalText: string;
+}
+
 /** The coordinator's X25519 report key, in its data directory beside the job key (mode 0600). */
 export const REPORT_KEY_FILE = 'report-key.pem';
-
 
 export interface EnrollmentDeps {
   readonly store: Store;
   readonly redis: RedisConnection;
   readonly prefix: string;
   readonly signer: JobSigner;
-  readonly log: (line: string) => void;
+  readonly log: Log;
   /** FSBENCH_ENROLL_TOKEN_COPY: a file kept holding one unused token, for this machine's agents. */
   readonly tokenCopy?: string | undefined;
   /** The coordinator's X25519 report key (REPORT_KEY_FILE). */
   readonly reportKey: KeyObject;
 }
 
+const Labels = z.array(z.string());
 
 export class Enrollment {
-  private readonly byKey = new Map<string, EnrolledKey>();
+  private readonly byKey = new Map<string, HeldKey>();
+  /** Revoked keys: their reports are dropped as such, their approvals removed from Redis. */
+  private readonly revoked = new Set<string>();
   /** Announcement text last looked at, per key: an unchanged one is not verified again. */
   private readonly seen = new Map<string, string>();
+  /** Foreign approval text last judged to be left alone, per key: not verified again. */
+  private readonly ignored = new Map<string, string>();
 
   constructor(private readonly deps: EnrollmentDeps) {
     for (const row of deps.store.agentKeys.enrolledRows()) this.remember(row);
+    for (const key of deps.store.agentKeys.revokedKeys()) this.revoked.add(key);
   }
 
   private remember(row: AgentKeyRow): void {
@@ -68,6 +80,13 @@ export class Enrollment {
     try {
       const theirs = createPublicKey(row.report_key);
       if (theirs.asymmetricKeyType !== 'x25519') return;
+      // A row of a database older than approvals' ids gets its first one here (written to Redis by start()).
+      let approval: ApprovalRecord | undefined = row.approval_id !== null && row.approval_expires !== null ? { id: row.approval_id, expiresAt: row.approval_expires } : undefined;
+      if (approval === undefined) {
+        approval = newApproval();
+        this.deps.store.agentKeys.setApproval(row.key, approval);
+      }
+      const signed: Approval = { key: row.key, publicKey: row.public_key, reportKey: row.report_key, hostId: row.host_id, machine: row.machine, ...approval };
       this.byKey.set(row.key, {
         key: row.key,
         publicKey: createPublicKey(row.public_key),
@@ -75,6 +94,8 @@ export class Enrollment {
         hostId: row.host_id,
         machine: row.machine,
         macKey: reportMacKey(this.deps.reportKey, theirs, row.key, row.host_id),
+        approval,
+        approvalText: approvalText(this.deps.signer, signed),
       });
     } catch {
       return;
@@ -86,29 +107,30 @@ export class Enrollment {
     return this.byKey.get(key);
   }
 
+  /** Whether the key with this fingerprint was revoked: its reports are dropped and counted as such. */
+  isRevoked(key: string): boolean {
+    return this.revoked.has(key);
+  }
+
   /** Whether some enrolled key is bound to `hostId`: placements choose among those hosts only. */
   hostEnrolled(hostId: string): boolean {
     for (const k of this.byKey.values()) if (k.hostId === hostId) return true;
     return false;
   }
 
-  /** How many keys are enrolled and how many wait: /metrics, at every scrape. */
-  counts(): { enrolled: number; pending: number } {
+  /** How many keys are enrolled, wait or were revoked: /metrics, at every scrape. */
+  counts(): { enrolled: number; pending: number; revoked: number } {
     return this.deps.store.agentKeys.counts();
   }
 
-  /** Every key, enrolled first, newest first within each. */
+  /** Every key, enrolled first, then pending, then revoked, newest first within each. */
   list(limit = 1000): AgentKeyView[] {
-    return this.deps.store.agentKeys.list(limit).map((r) => ({
-      key: r.key,
-      hostId: r.host_id,
-      machine: r.machine,
-      labels: z.array(z.string()).parse(JSON.parse(r.labels)),
-      state: r.state,
-      via: r.via,
-      firstSeen: new Date(r.first_seen).toISOString(),
-      enrolledAt: r.enrolled_at === null ? null : new Date(r.enrolled_at).toISOString(),
-    }));
+    return this.deps.store.agentKeys.list(limit).map(viewOf);
+  }
+
+  /** Every change to who is enrolled, newest first. */
+  history(limit = 1000): AuditEntryView[] {
+    return this.deps.store.agentKeys.audit(limit).map((a) => ({ ...a, at: new Date(a.at).toISOString() }));
   }
 
   /** Writes the report key, every enrolled key's approval and the token copy: at start. */
@@ -117,60 +139,70 @@ export class Enrollment {
     const entry: ReportKeyEntry = { publicKey, signature: this.deps.signer.signReportKey(publicKey) };
     await this.deps.redis.set(reportKeyKey(this.deps.prefix), JSON.stringify(entry));
     const pipe = this.deps.redis.pipeline();
-    for (const k of this.byKey.values()) pipe.hset(agentApprovalsKey(this.deps.prefix), k.key, this.approvalOf(k));
+    for (const k of this.byKey.values()) pipe.hset(agentApprovalsKey(this.deps.prefix), k.key, k.approvalText);
+    for (const key of this.revoked) pipe.hdel(agentApprovalsKey(this.deps.prefix), key);
     await pipe.exec();
-    await this.refreshTokenCopy();
-  }
-
-  private approvalOf(k: EnrolledKey): string {
-    const approval: Approval = { key: k.key, publicKey: k.publicKey.export({ type: 'spki', format: 'pem' }).toString(), reportKey: k.reportKeyPem, hostId: k.hostId, machine: k.machine };
-    return JSON.stringify({ approval, signature: this.deps.signer.signApproval(approval) } satisfies ApprovalEntry);
+    await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
   }
 
   /**
-   * Reads the announcements in Redis: records new keys as pending, enrolls those with a valid
-   * token proof, and takes in approvals signed with this coordinator's key that its database
-   * lacks (another coordinator of the same key, or one restored from an older backup).
+   * Reads the announcements and approvals in Redis: signs again the approvals due, writes back
+   * every enrolled key's approval that is missing or not the one the database holds, removes
+   * revoked keys' and expired ones, takes in approvals of keys unknown here that this
+   * coordinator signed, records new keys as pending and enrolls those with a valid token proof.
    */
   async sync(): Promise<void> {
     const [announced, approvals] = await Promise.all([
       this.deps.redis.hgetall(agentKeysKey(this.deps.prefix)),
       this.deps.redis.hgetall(agentApprovalsKey(this.deps.prefix)),
     ]);
-    // An approval Redis lost (restarted empty, or a write that failed): written again.
-    const missing = [...this.byKey.values()].filter((k) => approvals[k.key] === undefined);
-    if (missing.length > 0) {
-      const pipe = this.deps.redis.pipeline();
-      for (const k of missing) pipe.hset(agentApprovalsKey(this.deps.prefix), k.key, this.approvalOf(k));
-      await pipe.exec();
+    for (const k of [...this.byKey.values()]) if (renewalDue(k.approval)) this.renew(k);
+    const pipe = this.deps.redis.pipeline();
+    let writes = 0;
+    for (const k of this.byKey.values()) {
+      if (approvals[k.key] === k.approvalText) continue;
+      pipe.hset(agentApprovalsKey(this.deps.prefix), k.key, k.approvalText);
+      writes++;
     }
     for (const [key, raw] of Object.entries(approvals)) {
-      if (this.byKey.has(key)) continue;
-      const entry = parseJson(ApprovalEntry, raw);
-      if (!entry || entry.approval.key !== key || !this.deps.signer.verifier.verifyApproval(entry.approval, entry.signature)) continue;
-      this.enroll({ ...entry.approval, labels: [] }, 'approval');
+      if (this.byKey.has(key) || this.ignored.get(key) === raw) continue;
+      const judged = judgeForeign(this.deps.signer, key, raw, this.deps.store.agentKeys.row(key));
+      if (judged === 'remove') {
+        pipe.hdel(agentApprovalsKey(this.deps.prefix), key);
+        writes++;
+        if (this.revoked.has(key)) this.deps.log(`an approval of the revoked agent key ${key} was found in Redis: removed, the key stays revoked`, { event: 'agent.revoked-approval-removed', key });
+      } else if (judged === 'ignore') {
+        if (this.ignored.size >= 2 * MAX_PENDING) this.ignored.clear();
+        this.ignored.set(key, raw);
+      } else {
+        const a = judged.take;
+        this.enroll({ key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: [] }, 'import', { id: a.id, expiresAt: a.expiresAt }, 'coordinator', 'an approval this coordinator signed, found in Redis while its database had no record of the key');
+      }
     }
+    if (writes > 0) await pipe.exec();
     for (const [key, raw] of Object.entries(announced)) {
       if (this.seen.get(key) === raw) continue;
       if (this.seen.size >= 2 * MAX_PENDING) this.seen.clear();
       this.seen.set(key, raw);
       const a = this.verifiedAnnouncement(key, raw);
-      if (!a || this.byKey.has(key)) continue;
-      const announced: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
-      this.deps.store.agentKeys.recordPending(announced, MAX_PENDING);
-      if (a.token && this.useToken(a.token.id, a.token.proof, key, a.hostId)) {
-        this.enroll(announced, 'token');
-        this.deps.log(`agent key ${key} of ${a.machine} (host ${a.hostId}) enrolled with token ${a.token.id}`);
-        await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), key, this.approvalOf(this.enrolledOrThrow(key)));
-        await this.refreshTokenCopy();
+      if (!a || this.byKey.has(key) || this.revoked.has(key)) continue;
+      const announcedKey: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
+      this.deps.store.agentKeys.recordPending(announcedKey, MAX_PENDING);
+      if (a.token && useToken(this.deps.store, a.token.id, a.token.proof, key, a.hostId)) {
+        const k = this.enroll(announcedKey, 'token', newApproval(), `agent ${key}`, `token ${a.token.id}`);
+        if (k) await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), key, k.approvalText);
+        await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
       }
     }
   }
 
-  private enrolledOrThrow(key: string): EnrolledKey {
-    const k = this.byKey.get(key);
-    if (!k) throw new FsbenchError('INTERNAL', `agent key ${key} is not enrolled`);
-    return k;
+  /** Signs a new approval for an enrolled key, before its current one expires. */
+  private renew(k: HeldKey): void {
+    const row = this.deps.store.agentKeys.row(k.key);
+    if (row?.state !== 'enrolled') return;
+    this.deps.store.agentKeys.setApproval(k.key, newApproval());
+    const renewed = this.deps.store.agentKeys.row(k.key);
+    if (renewed) this.remember(renewed);
   }
 
   /** An announcement signed by the key it names, or null (logged nowhere: anyone can write junk there). */
@@ -194,25 +226,23 @@ export class Enrollment {
     return verifyText(publicKey, 'announcement', entry.body, entry.signature) ? body : null;
   }
 
-  /** Marks a token used by `key` when its proof matches and it is unused and unexpired. */
-  private useToken(id: string, proof: string, key: string, hostId: string): boolean {
-    const { agentKeys } = this.deps.store;
-    const token = agentKeys.token(id);
-    if (!token || token.usedBy !== null || token.expiresAt < Date.now()) return false;
-    if (!proofMatches(tokenProof(token.secretHash, key, hostId), proof)) return false;
-    return agentKeys.useToken(id, key);
-  }
-
-  private enroll(k: AnnouncedKey, via: 'approval' | 'token'): void {
-    const row = this.deps.store.agentKeys.enroll(k, via);
-    if (row) this.remember(row);
+  /** Enrolls a key, audits and logs it; undefined when it was revoked (it stays so). */
+  private enroll(k: AnnouncedKey, via: EnrolledVia, approval: ApprovalRecord, actor: string, detail: string): HeldKey | undefined {
+    const action: AuditAction = via === 'token' ? 'enroll-token' : via === 'rotation' ? 'rotate' : via === 'import' ? 'import' : 'approve';
+    const row = this.deps.store.agentKeys.enroll(k, via, approval, { actor, action, detail });
+    if (!row) return undefined;
+    this.remember(row);
+    this.deps.log(`agent key ${k.key} of ${k.machine} (host ${k.hostId}) enrolled (${action}) by ${actor}: ${detail}`, {
+      event: 'agent.enrollment', action, actor, key: k.key, hostId: k.hostId, machine: k.machine, detail,
+    });
+    return this.byKey.get(k.key);
   }
 
   /**
    * Enrolls the pending key `selector` names: its fingerprint, its host id or its machine name.
    * One key only: a selector matching several is refused (CONFLICT), naming them.
    */
-  async approve(selector: string): Promise<AgentKeyView> {
+  async approve(selector: string, actor = 'operator'): Promise<AgentKeyView> {
     await this.sync();
     const rows = this.deps.store.agentKeys.pendingNamed(selector);
     const [row, ...more] = rows;
@@ -224,56 +254,66 @@ export class Enrollment {
     if (more.length > 0) {
       throw new FsbenchError('CONFLICT', `${selector} names ${rows.length} waiting agent keys (${rows.map((r) => `${r.key} on host ${r.host_id}`).join(', ')}): approve one by its key`);
     }
-    this.enroll(
-      { key: row.key, publicKey: row.public_key, reportKey: row.report_key, hostId: row.host_id, machine: row.machine, labels: z.array(z.string()).parse(JSON.parse(row.labels)) },
+    const k = this.enroll(
+      { key: row.key, publicKey: row.public_key, reportKey: row.report_key, hostId: row.host_id, machine: row.machine, labels: Labels.parse(JSON.parse(row.labels)) },
       'approval',
+      newApproval(),
+      actor,
+      'approved by an operator',
     );
-    await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), row.key, this.approvalOf(this.enrolledOrThrow(row.key)));
-    this.deps.log(`agent key ${row.key} of ${row.machine} (host ${row.host_id}) enrolled by approval`);
-    const view = this.list().find((k) => k.key === row.key);
-    if (!view) throw new FsbenchError('INTERNAL', `agent key ${row.key} vanished while being enrolled`);
-    return view;
-  }
-
-  /** New one-time tokens, valid for `ttlMs`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
-  mintTokens(count: number, ttlMs: number, copy = false): { tokens: string[]; expiresAt: string } {
-    const now = Date.now();
-    const made = Array.from({ length: count }, () => ({ id: randomBytes(8).readBigUInt64BE().toString(36).padStart(10, '0').slice(-10), secret: randomBytes(32).toString('base64url') }));
-    // Expired tokens are of no use to anyone: they go as new ones come.
-    this.deps.store.agentKeys.addTokens(made.map((t) => ({ id: t.id, secretHash: secretHash(t.secret) })), now, now + ttlMs, copy);
-    return { tokens: made.map((t) => `${t.id}.${t.secret}`), expiresAt: new Date(now + ttlMs).toISOString() };
+    if (!k) throw new FsbenchError('CONFLICT', `agent key ${row.key} was revoked meanwhile`);
+    await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), row.key, k.approvalText);
+    return this.view(row.key);
   }
 
   /**
-   * Keeps FSBENCH_ENROLL_TOKEN_COPY holding an unused token: made at start when the file's token
-   * is missing or used, and again once an agent used it. Written to a new file renamed into place,
-   * never through a symlink, mode 0640: readable by the coordinator's user and group only, which
-   * compose gives the agents (`group_add`), whose root holds no CAP_DAC_OVERRIDE.
+   * Revokes the key `selector` names (its fingerprint, or the host id or machine name of exactly
+   * one enrolled or pending key), for good: its approval goes from Redis, its reports are dropped,
+   * and nothing in Redis enrolls it again. A host that is to work again enrolls a new key.
    */
-  private async refreshTokenCopy(): Promise<void> {
-    const file = this.deps.tokenCopy;
-    if (file === undefined) return;
-    const current = await fs.readFile(file, 'utf8').catch(() => '');
-    const id = current.trim().split('.')[0] ?? '';
-    if (this.deps.store.agentKeys.tokenUnused(id)) return;
-    const { tokens } = this.mintTokens(1, 100 * 365 * 86_400_000, true);
-    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-    const tmp = `${file}.${process.pid}.tmp`;
-    const create = () => fs.open(tmp, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o640);
-    const handle = await create().catch(async (err: unknown) => {
-      if (errnoOf(err) !== 'EEXIST') throw err;
-      await fs.rm(tmp, { force: true });
-      return create();
-    });
-    try {
-      // The umask may have taken the group's read: put it back.
-      await handle.chmod(0o640);
-      await handle.writeFile(`${tokens[0] ?? ''}\n`);
-    } finally {
-      await handle.close();
+  revoke(selector: string, actor = 'operator'): AgentKeyView {
+    const rows = this.deps.store.agentKeys.list(MAX_PENDING * 2).filter((r) => r.state !== 'revoked' && (r.key === selector || r.host_id === selector || r.machine === selector));
+    const [row, ...more] = rows;
+    if (!row) throw new FsbenchError('NOT_FOUND', `no enrolled or waiting agent key is called ${selector}: \`fsbench agents\` lists them (key, host and machine)`);
+    if (more.length > 0) {
+      throw new FsbenchError('CONFLICT', `${selector} names ${rows.length} agent keys (${rows.map((r) => `${r.key} on host ${r.host_id}, ${r.state}`).join(', ')}): revoke one by its key`);
     }
-    await fs.rename(tmp, file);
+    this.deps.store.agentKeys.revoke(row.key, { actor, action: 'revoke', detail: `was ${row.state}` });
+    this.byKey.delete(row.key);
+    this.revoked.add(row.key);
+    // The database decided; Redis is told when it answers (sync() removes the approval otherwise).
+    this.deps.redis.multi().hdel(agentApprovalsKey(this.deps.prefix), row.key).hdel(agentKeysKey(this.deps.prefix), row.key).exec().catch(() => undefined);
+    this.deps.log(`agent key ${row.key} of ${row.machine} (host ${row.host_id}) revoked by ${actor}`, {
+      event: 'agent.enrollment', action: 'revoke', actor, key: row.key, hostId: row.host_id, machine: row.machine, detail: `was ${row.state}`,
+    });
+    return this.view(row.key);
   }
+
+  private view(key: string): AgentKeyView {
+    const row = this.deps.store.agentKeys.row(key);
+    if (!row) throw new FsbenchError('INTERNAL', `agent key ${key} vanished`);
+    return viewOf(row);
+  }
+
+  /** New one-time tokens, valid for `ttlMs`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
+  mintTokens(count: number, ttlMs: number): { tokens: string[]; expiresAt: string } {
+    return mintTokens(this.deps.store, count, ttlMs);
+  }
+}
+
+function viewOf(r: AgentKeyRow): AgentKeyView {
+  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+  return {
+    key: r.key,
+    hostId: r.host_id,
+    machine: r.machine,
+    labels: Labels.parse(JSON.parse(r.labels)),
+    state: r.state,
+    via: r.via,
+    firstSeen: new Date(r.first_seen).toISOString(),
+    enrolledAt: iso(r.enrolled_at),
+    revokedAt: iso(r.revoked_at),
+  };
 }
 
 /** The coordinator's report key from its data directory, made on first start. */

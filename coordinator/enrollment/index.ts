@@ -1,5 +1,7 @@
 /**
  * Enrollment: which agent keys the coordinator trusts, for which host, and on what proof (an
- * operator's approval or a one-time token); the tokens themselves; the coordinator's report key.
+ * operator's approval or a one-time token); revocation, and the audit of every change; the
+ * tokens themselves; the coordinator's report key.
  */
-export { Enrollment, loadOrCreateReportKey, MAX_TOKENS_PER_REQUEST, type EnrolledKey, type EnrollmentDeps } from './enrollment.js';
+export { Enrollment, loadOrCreateReportKey, type EnrolledKey, type EnrollmentDeps } from './enrollment.js';
+export { MAX_TOKENS_PER_REQUEST } from './tokens.js';

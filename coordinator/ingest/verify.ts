@@ -36,6 +36,7 @@ export type DropReason =
   | 'not-a-report'
   | 'unsigned'
   | 'unenrolled'
+  | 'revoked'
   | 'bad-mac'
   | 'wrong-host'
   | 'wrong-job'
@@ -68,6 +69,8 @@ export interface Verification {
   readonly maxAttempts: number;
   /** The enrolled agent key with a fingerprint (enrollment/): a report counts only with its MAC. */
   readonly enrolledKey: (key: string) => EnrolledKey | undefined;
+  /** Whether a key was revoked (enrollment/): its reports are dropped as `revoked`, apart from keys never enrolled. */
+  readonly revokedKey?: (key: string) => boolean;
   /**
    * False only in `npm run bench:dispatch`, to measure what checking the agents' signatures costs
    * side by side: never a setting, since a coordinator that does not check them stores forgeries.
@@ -125,6 +128,10 @@ export function reportOf(v: Verification, stream: string, id: string, fields: re
   const { report: text, key } = envelope.data;
   const verify = v.verifyReports ?? true;
   const checked = verify ? authenticate(envelope.data, v.enrolledKey) : null;
+  if (checked === 'unenrolled' && v.revokedKey?.(key) === true) {
+    drop(drops, 'revoked', `${stream} entry ${id}: job ${job} completed with a report from ${key}, a revoked agent key`);
+    return null;
+  }
   if (checked === 'unenrolled') {
     drop(drops, 'unenrolled', `${stream} entry ${id}: job ${job} completed with a report from ${key}, which is not an enrolled agent key`);
     return null;

@@ -22,8 +22,8 @@ export interface MetricsSnapshot {
   readonly workerRestarts?: number;
   /** Jobs agents refused, by error code (JOB_MISROUTED, JOB_EXPIRED, ...), since Redis was new. */
   readonly refusedJobs?: Readonly<Record<string, number>>;
-  /** Agent keys enrolled, and waiting for enrollment. */
-  readonly agentKeys?: { readonly enrolled: number; readonly pending: number };
+  /** Agent keys enrolled, waiting for enrollment, and revoked. */
+  readonly agentKeys?: { readonly enrolled: number; readonly pending: number; readonly revoked: number };
 }
 
 export interface MetricsDeps {
@@ -142,7 +142,7 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
   });
   new Gauge({
     name: 'fsbench_agent_keys',
-    help: 'Agent keys by enrollment state: enrolled, or waiting for `fsbench agents approve`.',
+    help: 'Agent keys by enrollment state: enrolled, waiting for `fsbench agents approve`, or revoked.',
     labelNames: ['state'] as const,
     registers: [registry],
     async collect() {
@@ -150,6 +150,7 @@ export function createMetrics(deps: MetricsDeps): CoordinatorMetrics {
       if (!keys) return;
       this.set({ state: 'enrolled' }, keys.enrolled);
       this.set({ state: 'pending' }, keys.pending);
+      this.set({ state: 'revoked' }, keys.revoked);
     },
   });
   const durations = new Histogram({

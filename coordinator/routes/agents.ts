@@ -1,8 +1,9 @@
 /**
  * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
- * (enrollment/), approving a waiting key, and making one-time enrollment tokens.
+ * (enrollment/), approving a waiting key, revoking one, the audit of those changes, and making
+ * one-time enrollment tokens.
  */
-import { Router } from 'express';
+import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import { parseDuration } from '../../contract/units.js';
@@ -60,11 +61,20 @@ export function agentsRouter(d: AgentsDeps): Router {
     res.json({ version: FSBENCH_VERSION, hosts: new Set(agents.map((a) => a.hostId)).size, agents, keys, pending: keys.filter((k) => k.state === 'pending').length });
   });
 
+  // Each change is logged and audited by enrollment/, naming who asked.
+  const actor = (req: Request) => `api ${req.ip ?? 'unknown'}`;
   router.post('/v1/agents/approve', write, ...body, async (req, res) => {
     const { agent } = Approve.parse(req.body);
-    const key = await withDeadline(enrollment().approve(agent), 'approving the agent');
-    d.log(`agent key ${key.key} (host ${key.hostId}, ${key.machine}) enrolled`, { event: 'agent.enrolled', key: key.key, hostId: key.hostId });
-    res.json(key);
+    res.json(await withDeadline(enrollment().approve(agent, actor(req)), 'approving the agent'));
+  });
+
+  router.post('/v1/agents/revoke', write, ...body, (req, res) => {
+    const { agent } = Approve.parse(req.body);
+    res.json(enrollment().revoke(agent, actor(req)));
+  });
+
+  router.get('/v1/agents/history', read, (_req, res) => {
+    res.json({ changes: enrollment().history() });
   });
 
   router.post('/v1/agents/tokens', write, ...body, (req, res) => {

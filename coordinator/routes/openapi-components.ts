@@ -13,7 +13,7 @@ import { Histogram, RunResult } from '../../contract/result.js';
 import { RunOrder, Seed } from '../../contract/schedule.js';
 import { WORKLOAD_NAMES, WORKLOADS } from '../../contract/workloads/index.js';
 import { GateReportSchema } from '../../gate/schema.js';
-import { AgentKeyView } from '../../queue/enrollment.js';
+import { AgentKeyView, AuditEntryView } from '../../queue/enrollment.js';
 import { AgentStatus } from '../../queue/registry.js';
 import { Doc } from '../../report/export/doc.js';
 import { ReportSchema } from '../../report/schema.js';
@@ -165,6 +165,7 @@ export function components(): JsonSchema {
       Run: schema(RunView, 'output'),
       Agents: schema(z.object({ version: z.string().describe("the coordinator's fsbench version: an agent whose fingerprint says another is logged and counted"), hosts: Count, agents: z.array(AgentStatus), keys: z.array(AgentKeyView.strict()), pending: Count }).strict(), 'output'),
       AgentKey: schema(AgentKeyView.strict(), 'output'),
+      EnrollmentHistory: schema(z.object({ changes: z.array(AuditEntryView.strict()) }).strict(), 'output'),
       Error: {
         type: 'object',
         required: ['error'],

@@ -141,6 +141,20 @@ export function openApiDocument(version: string): JsonSchema {
           responses: { '200': { description: 'the enrolled key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415, 503) },
         },
       },
+      '/v1/agents/revoke': {
+        post: {
+          summary: 'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is withdrawn, its reports are dropped, and nothing in Redis enrolls it again',
+          security: [{ bearer: [] }],
+          requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
+          responses: { '200': { description: 'the revoked key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415) },
+        },
+      },
+      '/v1/agents/history': {
+        get: {
+          summary: 'Every change to who is enrolled (token used, approval, revocation, rotation, rename), newest first: who, what, when',
+          responses: { '200': { description: '{ changes }', content: json(ref('EnrollmentHistory')) }, ...readErrors() },
+        },
+      },
       '/v1/agents/tokens': {
         post: {
           summary: 'Make one-time enrollment tokens (shown this once; only their hash is kept)',

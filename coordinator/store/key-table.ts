@@ -12,11 +12,37 @@ export interface AgentKeyRow {
   host_id: string;
   machine: string;
   labels: string;
-  state: 'pending' | 'enrolled';
-  via: 'approval' | 'token' | null;
+  state: 'pending' | 'enrolled' | 'revoked';
+  via: EnrolledVia | null;
   first_seen: number;
   enrolled_at: number | null;
+  /** The approval last signed for the key (queue/enrollment.ts Approval): only that one counts. */
+  approval_id: string | null;
+  approval_expires: number | null;
+  revoked_at: number | null;
 }
+
+/** How a key came to be enrolled: an operator's approval, a token, the key it replaced, or an approval this coordinator signed before its database lost the row. */
+export type EnrolledVia = 'approval' | 'token' | 'rotation' | 'import';
+
+/** The approval signed for an enrolled key: its id and until when it holds. */
+export interface ApprovalRecord {
+  readonly id: string;
+  readonly expiresAt: number;
+}
+
+/** One change to who is enrolled, as the audit keeps it. */
+export interface AuditRow {
+  readonly at: number;
+  /** Who asked: `api <address>`, `agent <key>`, or `coordinator`. */
+  readonly actor: string;
+  readonly action: AuditAction;
+  readonly key: string;
+  readonly hostId: string;
+  readonly machine: string;
+  readonly detail: string;
+}
+export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke' | 'rotate' | 'rename';
 
 /** An agent key as announced: what a pending or enrolled row records of it. */
 export interface AnnouncedKey {
@@ -39,14 +65,25 @@ export class AgentKeyTable {
   }
 
   /** How many keys are enrolled and how many wait. */
-  counts(): { enrolled: number; pending: number } {
-    const rows = this.db.prepare<[], { state: 'pending' | 'enrolled'; n: number }>('SELECT state, COUNT(*) AS n FROM agent_keys GROUP BY state').all();
-    return { enrolled: rows.find((r) => r.state === 'enrolled')?.n ?? 0, pending: rows.find((r) => r.state === 'pending')?.n ?? 0 };
+  counts(): { enrolled: number; pending: number; revoked: number } {
+    const rows = this.db.prepare<[], { state: AgentKeyRow['state']; n: number }>('SELECT state, COUNT(*) AS n FROM agent_keys GROUP BY state').all();
+    const n = (state: AgentKeyRow['state']) => rows.find((r) => r.state === state)?.n ?? 0;
+    return { enrolled: n('enrolled'), pending: n('pending'), revoked: n('revoked') };
   }
 
-  /** Every key, enrolled first, newest first within each. */
+  /** A key's row, whatever its state. */
+  row(key: string): AgentKeyRow | undefined {
+    return this.db.prepare<[string], AgentKeyRow>('SELECT * FROM agent_keys WHERE key = ?').get(key);
+  }
+
+  /** The fingerprints of every revoked key: their reports are dropped as such. */
+  revokedKeys(): string[] {
+    return this.db.prepare<[], { key: string }>("SELECT key FROM agent_keys WHERE state = 'revoked'").all().map((r) => r.key);
+  }
+
+  /** Every key, enrolled first, then pending, then revoked, newest first within each. */
   list(limit: number): AgentKeyRow[] {
-    return this.db.prepare<[number], AgentKeyRow>("SELECT * FROM agent_keys ORDER BY state = 'pending', COALESCE(enrolled_at, first_seen) DESC LIMIT ?").all(limit);
+    return this.db.prepare<[number], AgentKeyRow>("SELECT * FROM agent_keys ORDER BY CASE state WHEN 'enrolled' THEN 0 WHEN 'pending' THEN 1 ELSE 2 END, COALESCE(enrolled_at, first_seen) DESC LIMIT ?").all(limit);
   }
 
   /**
@@ -70,17 +107,60 @@ export class AgentKeyTable {
       .run(k.key, k.publicKey, k.reportKey, k.hostId, k.machine, JSON.stringify(k.labels), Date.now());
   }
 
-  /** Enrolls a key (pending or not yet seen); returns its row as written. */
-  enroll(k: AnnouncedKey, via: 'approval' | 'token'): AgentKeyRow | undefined {
+  /**
+   * Enrolls a key (pending or not yet seen) under the approval `approval`, and audits it, in one
+   * transaction; returns its row as written. A revoked key stays revoked: undefined.
+   */
+  enroll(k: AnnouncedKey, via: EnrolledVia, approval: ApprovalRecord, audit: Omit<AuditRow, 'key' | 'hostId' | 'machine' | 'at'>): AgentKeyRow | undefined {
     const now = Date.now();
+    return this.db.transaction(() => {
+      const changed = this.db
+        .prepare(
+          `INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, via, first_seen, enrolled_at, approval_id, approval_expires)
+           VALUES (?, ?, ?, ?, ?, ?, 'enrolled', ?, ?, ?, ?, ?)
+           ON CONFLICT (key) DO UPDATE SET state = 'enrolled', via = excluded.via, enrolled_at = excluded.enrolled_at, host_id = excluded.host_id,
+             report_key = excluded.report_key, machine = excluded.machine, approval_id = excluded.approval_id, approval_expires = excluded.approval_expires
+           WHERE state != 'revoked'`,
+        )
+        .run(k.key, k.publicKey, k.reportKey, k.hostId, k.machine, JSON.stringify(k.labels), via, now, now, approval.id, approval.expiresAt).changes;
+      if (changed !== 1) return undefined;
+      this.addAudit({ ...audit, at: now, key: k.key, hostId: k.hostId, machine: k.machine });
+      return this.row(k.key);
+    })();
+  }
+
+  /** Records the approval signed anew for an enrolled key (renewed before it expires). */
+  setApproval(key: string, approval: ApprovalRecord): void {
+    this.db.prepare("UPDATE agent_keys SET approval_id = ?, approval_expires = ? WHERE key = ? AND state = 'enrolled'").run(approval.id, approval.expiresAt, key);
+  }
+
+  /** Revokes a key for good and audits it, in one transaction; false when it was revoked already. */
+  revoke(key: string, audit: Omit<AuditRow, 'key' | 'hostId' | 'machine' | 'at'>): boolean {
+    const now = Date.now();
+    return this.db.transaction(() => {
+      const row = this.row(key);
+      if (!row || row.state === 'revoked') return false;
+      this.db.prepare("UPDATE agent_keys SET state = 'revoked', revoked_at = ?, approval_id = NULL, approval_expires = NULL WHERE key = ?").run(now, key);
+      this.addAudit({ ...audit, at: now, key, hostId: row.host_id, machine: row.machine });
+      return true;
+    })();
+  }
+
+  /** Adds one row to the audit. */
+  addAudit(a: AuditRow): void {
     this.db
-      .prepare(
-        `INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, via, first_seen, enrolled_at) VALUES (?, ?, ?, ?, ?, ?, 'enrolled', ?, ?, ?)
-         ON CONFLICT (key) DO UPDATE SET state = 'enrolled', via = excluded.via, enrolled_at = excluded.enrolled_at, host_id = excluded.host_id,
-           report_key = excluded.report_key`,
+      .prepare('INSERT INTO enrollment_audit (at, actor, action, key, host_id, machine, detail) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(a.at, a.actor, a.action, a.key, a.hostId, a.machine, a.detail);
+  }
+
+  /** The audit, newest first. */
+  audit(limit: number): AuditRow[] {
+    return this.db
+      .prepare<[number], { at: number; actor: string; action: AuditAction; key: string; host_id: string; machine: string; detail: string }>(
+        'SELECT at, actor, action, key, host_id, machine, detail FROM enrollment_audit ORDER BY id DESC LIMIT ?',
       )
-      .run(k.key, k.publicKey, k.reportKey, k.hostId, k.machine, JSON.stringify(k.labels), via, now, now);
-    return this.db.prepare<[string], AgentKeyRow>('SELECT * FROM agent_keys WHERE key = ?').get(k.key);
+      .all(limit)
+      .map((r) => ({ at: r.at, actor: r.actor, action: r.action, key: r.key, hostId: r.host_id, machine: r.machine, detail: r.detail }));
   }
 
   /** The pending keys `selector` names: by their fingerprint, host id or machine name. */

@@ -8,6 +8,17 @@ import Database from 'better-sqlite3';
 /** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
 export const DATABASE_FILE = 'fsbench.db';
 
+/**
+ * Agent keys: pending until enrolled, enrolled with the id and expiry of the approval the
+ * coordinator last signed for them, revoked for good (a revoked row is kept, so that nothing in
+ * Redis enrolls its key again).
+ */
+const AGENT_KEYS_TABLE = (name: string) => `CREATE TABLE IF NOT EXISTS ${name} (
+  key TEXT PRIMARY KEY, public_key TEXT NOT NULL, report_key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, labels TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'enrolled', 'revoked')), via TEXT, first_seen INTEGER NOT NULL, enrolled_at INTEGER,
+  approval_id TEXT, approval_expires INTEGER, revoked_at INTEGER
+) WITHOUT ROWID;`;
+
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS matrices (
   id TEXT PRIMARY KEY, name TEXT NOT NULL, workload TEXT NOT NULL, spec TEXT NOT NULL,
@@ -51,10 +62,13 @@ CREATE TABLE IF NOT EXISTS cell_plans (
   half_width REAL,
   PRIMARY KEY (matrix_id, cell_id, target)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS agent_keys (
-  key TEXT PRIMARY KEY, public_key TEXT NOT NULL, report_key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, labels TEXT NOT NULL,
-  state TEXT NOT NULL CHECK (state IN ('pending', 'enrolled')), via TEXT, first_seen INTEGER NOT NULL, enrolled_at INTEGER
-) WITHOUT ROWID;
+${AGENT_KEYS_TABLE('agent_keys')}
+-- Every change to who is enrolled (a token used, an approval, a revocation, a rotation, a
+-- rename), in order: what \`fsbench agents --history\` lists. A few rows per host, never trimmed.
+CREATE TABLE IF NOT EXISTS enrollment_audit (
+  id INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
+  key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, detail TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS enrollment_tokens (
   id TEXT PRIMARY KEY, secret_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
   used_by TEXT, used_at INTEGER, copy INTEGER NOT NULL DEFAULT 0
@@ -107,5 +121,26 @@ export function openDatabase(file: string): Database.Database {
   db.exec(SCHEMA);
   const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('runs')").all().map((c) => c.name));
   for (const column of ADDED_RUN_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`);
+  migrateAgentKeys(db);
   return db;
+}
+
+/**
+ * Databases made before keys could be revoked: their agent_keys table's CHECK allows no
+ * 'revoked' and it lacks the approval's columns. SQLite cannot change a CHECK in place, so the
+ * table is copied into its new form, in one transaction; enrolled keys get their approval's id
+ * and expiry at the coordinator's next start, when it signs their approvals again.
+ */
+function migrateAgentKeys(db: Database.Database): void {
+  const sql = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'agent_keys'").get()?.sql ?? '';
+  if (sql.includes("'revoked'")) return;
+  db.transaction(() => {
+    db.exec(AGENT_KEYS_TABLE('agent_keys_new'));
+    db.exec(
+      `INSERT INTO agent_keys_new (key, public_key, report_key, host_id, machine, labels, state, via, first_seen, enrolled_at)
+       SELECT key, public_key, report_key, host_id, machine, labels, state, via, first_seen, enrolled_at FROM agent_keys`,
+    );
+    db.exec('DROP TABLE agent_keys');
+    db.exec('ALTER TABLE agent_keys_new RENAME TO agent_keys');
+  })();
 }

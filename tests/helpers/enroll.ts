@@ -4,7 +4,7 @@
  * to its host, to Redis. The coordinator takes in such approvals (they carry its signature), and
  * the agent finds its own at start. Tests of enrollment itself use tokens and `agents approve`.
  */
-import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -25,7 +25,8 @@ export async function preEnroll(redisUrl: string, prefix: string, jobPrivateKey:
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const identity = await loadOrCreateAgentKey(dir);
   const signer = new JobSigner(typeof jobPrivateKey === 'string' ? createPrivateKey(jobPrivateKey) : jobPrivateKey);
-  const approval: Approval = { key: identity.fingerprint, publicKey: identity.publicKeyPem, reportKey: identity.reportKeyPem, hostId, machine };
+  // An approval as the coordinator signs one: its id and expiry are taken in with it (the coordinator's database has no record of the key).
+  const approval: Approval = { key: identity.fingerprint, publicKey: identity.publicKeyPem, reportKey: identity.reportKeyPem, hostId, machine, id: randomBytes(16).toString('base64url'), expiresAt: Date.now() + 86_400_000 };
   const entry: ApprovalEntry = { approval, signature: signer.signApproval(approval) };
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
   try {

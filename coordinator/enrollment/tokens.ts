@@ -1,0 +1,61 @@
+/**
+ * One-time enrollment tokens: made by an operator (`fsbench agents token`), shown once, kept only
+ * as a hash; and the token copy a coordinator keeps for the agents of its own machine
+ * (FSBENCH_ENROLL_TOKEN_COPY).
+ */
+import { randomBytes } from 'node:crypto';
+import { constants as fsConstants, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { errnoOf } from '../../contract/errors.js';
+import { proofMatches, secretHash, tokenProof } from '../../queue/enrollment.js';
+import type { Store } from '../store/index.js';
+
+/** Most tokens one request may make: a fleet's worth. */
+export const MAX_TOKENS_PER_REQUEST = 1000;
+
+/** New one-time tokens, valid for `ttlMs`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
+export function mintTokens(store: Store, count: number, ttlMs: number, copy = false): { tokens: string[]; expiresAt: string } {
+  const now = Date.now();
+  const made = Array.from({ length: count }, () => ({ id: randomBytes(8).readBigUInt64BE().toString(36).padStart(10, '0').slice(-10), secret: randomBytes(32).toString('base64url') }));
+  // Expired tokens are of no use to anyone: they go as new ones come.
+  store.agentKeys.addTokens(made.map((t) => ({ id: t.id, secretHash: secretHash(t.secret) })), now, now + ttlMs, copy);
+  return { tokens: made.map((t) => `${t.id}.${t.secret}`), expiresAt: new Date(now + ttlMs).toISOString() };
+}
+
+/** Marks a token used by `key` when its proof matches and it is unused and unexpired. */
+export function useToken(store: Store, id: string, proof: string, key: string, hostId: string): boolean {
+  const token = store.agentKeys.token(id);
+  if (!token || token.usedBy !== null || token.expiresAt < Date.now()) return false;
+  if (!proofMatches(tokenProof(token.secretHash, key, hostId), proof)) return false;
+  return store.agentKeys.useToken(id, key);
+}
+
+/**
+ * Keeps `file` (FSBENCH_ENROLL_TOKEN_COPY) holding an unused token: made at start when the file's
+ * token is missing or used, and again once an agent used it. Written to a new file renamed into
+ * place, never through a symlink, mode 0640: readable by the coordinator's user and group only,
+ * which compose gives the agents (`group_add`), whose root holds no CAP_DAC_OVERRIDE.
+ */
+export async function refreshTokenCopy(store: Store, file: string | undefined): Promise<void> {
+  if (file === undefined) return;
+  const current = await fs.readFile(file, 'utf8').catch(() => '');
+  const id = current.trim().split('.')[0] ?? '';
+  if (store.agentKeys.tokenUnused(id)) return;
+  const { tokens } = mintTokens(store, 1, 100 * 365 * 86_400_000, true);
+  await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${process.pid}.tmp`;
+  const create = () => fs.open(tmp, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW, 0o640);
+  const handle = await create().catch(async (err: unknown) => {
+    if (errnoOf(err) !== 'EEXIST') throw err;
+    await fs.rm(tmp, { force: true });
+    return create();
+  });
+  try {
+    // The umask may have taken the group's read: put it back.
+    await handle.chmod(0o640);
+    await handle.writeFile(`${tokens[0] ?? ''}\n`);
+  } finally {
+    await handle.close();
+  }
+  await fs.rename(tmp, file);
+}
