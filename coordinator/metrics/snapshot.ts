@@ -12,12 +12,24 @@ import { ANY_TARGET } from '../../queue/jobs.js';
 import { z } from 'zod';
 import { FSBENCH_VERSION } from '../../host/version.js';
 import { refusalsKey } from '../../queue/keys.js';
+import { isErrorCode } from '../../contract/errors.js';
 import type { Enrollment } from '../enrollment/index.js';
 
-/** Agents count their refusals by error code (agent/admission.ts); anything else there is not counted. */
+/** The label that counts refusals under a code the error catalog does not have. */
+const OTHER_REFUSAL = 'other';
+
+/**
+ * Agents count their refusals by error code (agent/admission.ts), in a hash every agent may
+ * write: a label value is a refusal code of the catalog, and whatever else is there is summed
+ * under OTHER_REFUSAL, so an agent cannot make /metrics grow a series per name it writes.
+ */
 const RefusalCounts = z.record(z.string(), z.string()).transform((counts) => {
   const out: Record<string, number> = {};
-  for (const [code, n] of Object.entries(counts)) if (/^JOB_[A-Z_]{1,40}$/.test(code) && /^\d{1,15}$/.test(n)) out[code] = Number(n);
+  for (const [code, n] of Object.entries(counts)) {
+    if (!/^\d{1,15}$/.test(n)) continue;
+    const label = isErrorCode(code) && code.startsWith('JOB_') ? code : OTHER_REFUSAL;
+    out[label] = (out[label] ?? 0) + Number(n);
+  }
   return out;
 });
 
