@@ -1,15 +1,25 @@
+import { readdirSync } from 'node:fs';
 import { defineConfig } from 'vitest/config';
+import { LANES, laneOf } from './tests/lanes.js';
 
-// Tests share one machine's inotify limits, loop devices and (later) a redis-server:
-// run files one after another so they never measure or mutate the kernel at once.
+// Test files share one machine's kernel limits, loop devices, Docker engine and CPUs. `npm test`
+// (scripts/test-lanes.ts) runs them in lanes (tests/lanes.ts), each lane one file at a time, and
+// FSBENCH_TEST_LANE names the lane of this run. Without it (`npx vitest run`, or files named on
+// the command line) every file is one lane, run one at a time.
+const lane = process.env['FSBENCH_TEST_LANE'];
+if (lane !== undefined && !(LANES as readonly string[]).includes(lane)) throw new Error(`FSBENCH_TEST_LANE is ${lane}: one of ${LANES.join(', ')}`);
+const files = readdirSync(new URL('./tests', import.meta.url)).filter((f) => f.endsWith('.test.ts'));
+
 export default defineConfig({
   test: {
-    include: ['tests/**/*.test.ts'],
+    include: files.filter((f) => lane === undefined || laneOf(f.slice(0, -'.test.ts'.length)) === lane).map((f) => `tests/${f}`),
     fileParallelism: false,
-    // Whatever a file does to the host-wide inotify limits is undone after it, pass or fail.
-    setupFiles: ['./tests/setup/host-limits.ts'],
-    // The browser code, bundled once before any file (the dashboard and the HTML report run it).
-    globalSetup: ['./tests/setup/bundle.ts'],
+    // Whatever a file does to the host-wide inotify limits is undone after it, pass or fail. The
+    // beside lane changes none, and runs while the host lane may: this check there would see those.
+    setupFiles: lane === 'beside' ? [] : ['./tests/setup/host-limits.ts'],
+    // The browser code, bundled once before any file (the dashboard and the HTML report run it);
+    // the lanes' runner bundles it once before the lanes start.
+    globalSetup: process.env['FSBENCH_TESTS_BUNDLED'] === '1' ? [] : ['./tests/setup/bundle.ts'],
     reporters: ['default', './tests/summary-reporter.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,

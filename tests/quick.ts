@@ -11,6 +11,7 @@ export const QUICK = [
   'health-file',
   'history',
   'install-scripts',
+  'lanes',
   'layers',
   'matrix',
   'native-build',

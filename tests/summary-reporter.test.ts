@@ -33,8 +33,9 @@ function runVitest(files: Record<string, string>): Promise<Outcome> {
   const config = path.join(dir, 'vitest.config.mjs');
   const test = { root: dir, include: ['*.test.js'], globals: true, reporters: [REPORTER], watch: false };
   writeFileSync(config, `export default ${JSON.stringify({ test, cacheDir: path.join(dir, '.cache') })};\n`);
-  // This process is itself a vitest worker: its VITEST_* variables would confuse the inner run.
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VITEST')));
+  // This process is itself a vitest worker: its VITEST_* variables would confuse the inner run,
+  // and the lane's summary file (FSBENCH_TEST_SUMMARY) is the outer run's.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VITEST') && !k.startsWith('FSBENCH_TEST')));
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [VITEST, 'run', '--config', config], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

@@ -7,7 +7,11 @@
  * could say 0 failed while vitest exits 1. Each file or suite with errors of its own (import,
  * collection, hooks) and each unhandled error therefore counts as one failure too, and is named
  * above the line.
+ *
+ * When FSBENCH_TEST_SUMMARY names a file, the counts and those lines are written there too, as
+ * JSON, for the runner of `npm test`'s lanes (scripts/test-lanes.ts) to add up into its own line.
  */
+import { writeFileSync } from 'node:fs';
 import type { Reporter, SerializedError, TestModule, TestRunEndReason, TestSuite } from 'vitest/node';
 
 export default class SummaryReporter implements Reporter {
@@ -38,6 +42,8 @@ export default class SummaryReporter implements Reporter {
 
     const lines = outside.map((o) => `failed outside a test: ${o}\n`).join('');
     failed += outside.length;
+    const file = process.env['FSBENCH_TEST_SUMMARY'];
+    if (file !== undefined) writeFileSync(file, JSON.stringify({ passed, failed, skipped, outside }));
     process.stdout.write(`\n${lines}${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}\n`);
   }
 }

@@ -1,0 +1,51 @@
+/**
+ * Which test files may run at the same time (`npm test` runs them in lanes, scripts/test-lanes.ts).
+ *
+ * Most files change something of the whole machine: the kernel's inotify limits, loop devices and
+ * mounts, the Docker engine's containers, or a measurement that needs the CPUs. Those run in the
+ * host lane, one at a time, as they always did. A file that starts everything it uses itself (its
+ * own redis-server on a free port, its own coordinator and agents running `noop`, its own
+ * temporary directories) and changes nothing host-wide runs in the beside lane, one at a time
+ * too, next to the host lane. The files that measure and judge the machine's quiet (a gate that
+ * must pass the same code, the interference notes of a quiet run) run alone, after both.
+ *
+ * A file not listed here is in the host lane: the safe default. tests/lanes.test.ts checks that
+ * the beside lane's files show none of the signs of host-wide state.
+ */
+import { QUICK } from './quick.js';
+
+export const LANES = ['host', 'beside', 'alone'] as const;
+export type Lane = (typeof LANES)[number];
+
+/** Files beside the host lane: the quick ones, and those with nothing but their own Redis and noop runs. */
+export const BESIDE: readonly string[] = [
+  ...QUICK,
+  'backup',
+  'channel',
+  'docs-commands',
+  'enrollment',
+  'errors',
+  'forgery',
+  'grafana-dashboard',
+  'install',
+  'kubernetes',
+  'liveness',
+  'machine-name',
+  'redis-cluster',
+  'redis-hash-tag',
+  'redis-outage',
+  'redis-sentinel',
+  'redis-settings',
+  'replay',
+  'scale',
+  'watchdog',
+];
+
+/** Files that need the machine to themselves: what they judge is the machine's quiet. */
+export const ALONE: readonly string[] = ['ci-example', 'gate', 'interference'];
+
+/** The lane of a test file, by its name without `.test.ts`. */
+export function laneOf(name: string): Lane {
+  if (ALONE.includes(name)) return 'alone';
+  return BESIDE.includes(name) ? 'beside' : 'host';
+}
