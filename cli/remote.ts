@@ -13,6 +13,7 @@ import { AgentStatus } from '../queue/registry.js';
 import { AgentKeyView, AuditEntryView } from '../queue/enrollment.js';
 import { readMatrixSource } from './matrix-file.js';
 import { CLIENT_SETTINGS, clientFromSettings, withSettings, type CoordinatorClient } from './client.js';
+import { registerAclCommand } from './redis-acl.js';
 import { FORMAT_NAMES } from '../report/export/index.js';
 import { formatReadableDuration } from '../report/format.js';
 import { loadSettings, type SettingName } from '../settings/index.js';
@@ -330,4 +331,6 @@ export function registerRemoteCommands(program: Command): void {
       for (const t of answer.tokens) process.stdout.write(`${t}\n`);
       log(`${answer.tokens.length} one-time token(s), valid until ${answer.expiresAt}: give each agent host one as FSBENCH_ENROLL_TOKEN (or FSBENCH_ENROLL_TOKEN_FILE)`);
     });
+
+  registerAclCommand(agents);
 }
