@@ -5,7 +5,6 @@
  * abandons it (cleaned up by the workload, the job retried elsewhere).
  */
 import { randomUUID } from 'node:crypto';
-import os from 'node:os';
 import path from 'node:path';
 import { DelayedError, Worker, type Job } from 'bullmq';
 import type { RedisConnection } from '../queue/redis.js';
@@ -16,8 +15,6 @@ import { fingerprintsKey, warmedKey } from '../queue/keys.js';
 import { awaitRedis, connectRedis, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { RedisHealth, type HealthLog } from '../queue/redis-health.js';
 import { collectFingerprint } from '../host/fingerprint.js';
-import { isContainerId, readMachineName } from '../host/machine-name.js';
-import { readBootId } from '../host/kernel.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
 import type { HostBudget } from '../runner/host-budget.js';
@@ -31,6 +28,7 @@ import { RunExecutor } from './run-job.js';
 import { loadJobVerifier } from '../queue/signing.js';
 import { ensureSafeDir } from '../host/safe-dir.js';
 import { Admission } from './admission.js';
+import { kernelBootId, machineName } from './naming.js';
 import { awaitEnrollment, currentApproval, hostStateDir, loadOrCreateAgentKey } from './identity.js';
 import { ApprovalWatch } from './approval-watch.js';
 import { readFile } from 'node:fs/promises';
@@ -91,14 +89,6 @@ const STATE_PURPOSE = { what: 'the agent state directory', setting: 'FSBENCH_STA
  */
 const WARMED_KEEP_MS = defaultOf('jobTtl');
 
-async function kernelBootId(): Promise<string> {
-  const id = await readBootId();
-  if (id !== null) return id;
-  throw new FsbenchError(
-    'HOST_ID_UNREADABLE',
-    'cannot read /proc/sys/kernel/random/boot_id, which identifies the host: mount /proc, or set FSBENCH_HOST_ID',
-  );
-}
 
 /**
  * No run taken for this long while some wait and the agent is idle, and the watchdog recreates
@@ -113,24 +103,6 @@ export function watchdogBound(stallTimeoutMs: number): number {
 /** The longest a stopping agent waits for Redis to take its last writes, once its run is over. */
 const STOP_REDIS_MS = 5_000;
 
-/**
- * The machine's name: FSBENCH_MACHINE, else the one FSBENCH_MACHINE_FILE holds, else undefined
- * (the fingerprint then takes the hostname). Results, history and enrollment go by this name, so
- * a hostname that is a container's id, gone with the container, is said in the log.
- */
-async function machineName(s: AgentSettings, log: HealthLog): Promise<string | undefined> {
-  if (s.machine !== undefined) return s.machine;
-  if (s.machineFile !== undefined) return readMachineName(s.machineFile);
-  const hostname = os.hostname();
-  if (await isContainerId(hostname)) {
-    log(
-      `this machine is named ${hostname}, its container's id, which a recreated container does not keep (its runs would then count as another machine's): ` +
-        "set FSBENCH_MACHINE, or mount the host's /etc/hostname read-only and point FSBENCH_MACHINE_FILE at it",
-      { event: 'agent.machine-name-ephemeral', machine: hostname },
-    );
-  }
-  return undefined;
-}
 
 /** `log` takes a line and, for events a log pipeline filters on, fields (JSON lines). */
 export async function startAgent(s: AgentSettings, log: HealthLog): Promise<RunningAgent> {
@@ -142,7 +114,8 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   // The key that signs this agent's reports: in a directory only root controls, like the scratch.
   const stateDir = await ensureSafeDir(hostStateDir(s.stateDir ?? path.join(s.scratch, 'agent'), hostId), STATE_PURPOSE);
   const identity = await loadOrCreateAgentKey(stateDir);
-  const machine = await machineName(s, log);
+  // Once enrolled, the name the approval binds the key to (`fsbench agents rename` changes it).
+  let machine = await machineName(s, log);
   const agentId = `${machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.
   const sandbox = await connectSandbox({ log });
@@ -386,8 +359,13 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     jobKey,
     log,
     signal: stopWaiting.signal,
-  }).then(async (key) => {
-    macKey = key;
+  }).then(async (bound) => {
+    macKey = bound.macKey;
+    if (bound.machine !== fingerprint.machine) {
+      log(`this key is enrolled as machine ${bound.machine}, not ${fingerprint.machine}: its runs are ${bound.machine}'s`, { event: 'agent.machine-bound', machine: bound.machine });
+      machine = bound.machine;
+      fingerprint = await fingerprintNow();
+    }
     await begin();
   });
   enrolled.catch((err: unknown) => {

@@ -129,11 +129,12 @@ const ANNOUNCE_EVERY_MS = 30_000;
 const WAITING_LOG_EVERY_MS = 60_000;
 
 /**
- * Resolves, with the secret its reports are authenticated with, once this agent's key is enrolled
+ * Resolves, with the secret its reports are authenticated with and the machine name the key is
+ * enrolled under, once this agent's key is enrolled
  * and the coordinator's report key is published (announcing the key until then); rejects when
  * `signal` aborts. Polls once a second: enrollment happens once per key, and nothing runs before it.
  */
-export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Promise<Buffer> {
+export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Promise<{ readonly macKey: Buffer; readonly machine: string }> {
   let announcedAt = 0;
   let announcedWith: string | undefined;
   let loggedAt = 0;
@@ -143,9 +144,11 @@ export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Pro
     let token: string | undefined;
     try {
       token = await r.token();
-      if ((await currentApproval(r)) !== null) {
+      const approval = await currentApproval(r);
+      if (approval !== null) {
         const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
-        if (theirs !== null) return reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId);
+        // The machine name is the approval's: the coordinator drops a report naming another.
+        if (theirs !== null) return { macKey: reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId), machine: approval.machine };
       }
       if (now - announcedAt >= ANNOUNCE_EVERY_MS || token !== announcedWith) {
         await announce(r, token);

@@ -27,7 +27,7 @@ import type { RedisConnection } from '../../queue/redis.js';
 import { isConnectionError } from '../../queue/redis-health.js';
 import type { CoordinatorParts } from '../matrices/index.js';
 import type { StoredRun } from '../store/index.js';
-import { drop, failedRun, field, gaveUp, issuedCheck, reportOf, type DropReason, type Drops, type Report, type Verification } from './verify.js';
+import { boundToMachine, drop, failedRun, field, gaveUp, issuedCheck, reportOf, type DropReason, type Drops, type Report, type Verification } from './verify.js';
 
 /**
  * Event stream entries per read and stream: one SQLite transaction each. A run makes a few
@@ -285,8 +285,9 @@ export class Collector {
       await this.deps.refreshKeys();
       ({ reports, drops } = collect());
     }
-    this.reportDrops(drops, 'report');
     await this.resolveFingerprints(new Set(reports.map((r) => r.fingerprint)));
+    reports = boundToMachine(reports, (hash) => this.fingerprints.get(hash), drops);
+    this.reportDrops(drops, 'report');
     const runs: StoredRun[] = [];
     const infoOf = this.scheduleInfoCheck();
     for (const r of reports) {

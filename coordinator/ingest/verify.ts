@@ -22,7 +22,11 @@ import type { MatrixRecord, Store, StoredRun } from '../store/index.js';
  * stored as a failed run saying why, not dropped.
  */
 export const Report = RunReport.extend({ result: z.unknown() });
-export type Report = z.infer<typeof Report> & { readonly signedBy?: string };
+export type Report = z.infer<typeof Report> & {
+  readonly signedBy?: string;
+  /** The machine name the authenticating key is enrolled under: the report's fingerprint must name it. */
+  readonly boundMachine?: string;
+};
 
 /**
  * Starts of a run beyond its attempts: each agent retries a run whose agent died up to its own
@@ -39,6 +43,7 @@ export type DropReason =
   | 'revoked'
   | 'bad-mac'
   | 'wrong-host'
+  | 'wrong-machine'
   | 'wrong-job'
   | 'wrong-queue'
   | 'unknown-matrix'
@@ -162,7 +167,22 @@ export function reportOf(v: Verification, stream: string, id: string, fields: re
     drop(drops, 'wrong-job', `${stream} entry ${id}: job ${job} completed with the report of job ${r.jobId}`);
     return null;
   }
-  return { ...r, signedBy: key };
+  return { ...r, signedBy: key, ...(signer === undefined ? {} : { boundMachine: signer.machine }) };
+}
+
+/**
+ * The reports whose fingerprint names the machine their key is enrolled under (the fingerprint
+ * looked up by `fingerprintOf`); the others are dropped: an enrolled host restarted under another
+ * machine's name writes nothing into that machine's results. A fingerprint not found is left to
+ * the caller (stored as a run that cannot be read).
+ */
+export function boundToMachine(reports: readonly Report[], fingerprintOf: (hash: string) => { readonly machine: string } | undefined, drops: Drops): Report[] {
+  return reports.filter((r) => {
+    const machine = fingerprintOf(r.fingerprint)?.machine;
+    if (r.boundMachine === undefined || machine === undefined || machine === r.boundMachine) return true;
+    drop(drops, 'wrong-machine', `a report of job ${r.jobId} naming machine ${machine}, authenticated by ${r.signedBy ?? '?'} enrolled as ${r.boundMachine}`);
+    return false;
+  });
 }
 
 export function failedRun(v: Verification, job: Job<unknown, unknown>, queueTarget: string, drops: Drops, issued: ReturnType<typeof issuedCheck>): StoredRun | null {
