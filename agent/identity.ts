@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError } from '../contract/errors.js';
-import { Announcement, ApprovalEntry, parseJson, type Approval, ReportKeyEntry, reportMacKey, secretHash, tokenProof } from '../queue/enrollment.js';
+import { Announcement, ApprovalEntry, parseJson, type Approval, ReportKeyEntry, reportMacKey, sealToken } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { canonicalJson, keyFingerprint, loadOrCreatePrivateKey, signText, type JobVerifier } from '../queue/signing.js';
 
@@ -84,9 +84,10 @@ export interface EnrollmentRequest {
 
 /**
  * What an agent writes for its key in `agentKeysKey` (field: its fingerprint): the announcement's
- * exact text and its signature with that key, and with a token, the proof that it holds it.
+ * exact text and its signature with that key, and with a token, its secret sealed to the
+ * coordinator's report key `sealTo` (without that key, the token is left out).
  */
-export function announcementOf(identity: AgentIdentity, hostId: string, machine: string, labels: readonly string[], token?: string): string {
+export function announcementOf(identity: AgentIdentity, hostId: string, machine: string, labels: readonly string[], token?: string, sealTo?: KeyObject): string {
   const [tokenId, secret] = token?.split('.') ?? [];
   const body: Announcement = {
     v: 1,
@@ -95,15 +96,12 @@ export function announcementOf(identity: AgentIdentity, hostId: string, machine:
     hostId,
     machine,
     labels: [...labels],
-    ...(tokenId !== undefined && secret !== undefined ? { token: { id: tokenId, proof: tokenProof(secretHash(secret), identity.fingerprint, hostId) } } : {}),
+    ...(tokenId !== undefined && secret !== undefined && sealTo !== undefined
+      ? { token: { id: tokenId, sealed: sealToken(secret, identity.reportKey, sealTo, tokenId, identity.fingerprint, hostId) } }
+      : {}),
   };
   const text = canonicalJson(body);
   return JSON.stringify({ body: text, signature: signText(identity.privateKey, 'announcement', text) });
-}
-
-/** Announces the key (signed with it): the coordinator enrolls it when approved, or at once with a valid token. */
-async function announce(r: EnrollmentRequest, token: string | undefined): Promise<void> {
-  await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, announcementOf(r.identity, r.hostId, r.machine, r.labels, token));
 }
 
 /**
@@ -144,16 +142,16 @@ export async function awaitEnrollment(r: EnrollmentRequest, pollMs = 1_000): Pro
     let token: string | undefined;
     try {
       token = await r.token();
+      const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
       const approval = await currentApproval(r);
-      if (approval !== null) {
-        const theirs = await coordinatorReportKey(r.redis, r.prefix, r.jobKey);
-        // The machine name is the approval's: the coordinator drops a report naming another.
-        if (theirs !== null) return { macKey: reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId), machine: approval.machine };
-      }
-      if (now - announcedAt >= ANNOUNCE_EVERY_MS || token !== announcedWith) {
-        await announce(r, token);
+      // The machine name is the approval's: the coordinator drops a report naming another.
+      if (approval !== null && theirs !== null) return { macKey: reportMacKey(r.identity.reportKey, theirs, r.identity.fingerprint, r.hostId), machine: approval.machine };
+      // A token is sealed to the coordinator's report key: announced again once that key is there.
+      const announcing = `${token ?? ''} ${theirs === null ? '' : 'sealed'}`;
+      if (now - announcedAt >= ANNOUNCE_EVERY_MS || announcing !== announcedWith) {
+        await r.redis.hset(agentKeysKey(r.prefix), r.identity.fingerprint, announcementOf(r.identity, r.hostId, r.machine, r.labels, token, theirs ?? undefined));
         announcedAt = now;
-        announcedWith = token;
+        announcedWith = announcing;
       }
     } catch (err) {
       if (err instanceof FsbenchError) throw err;

@@ -9,13 +9,13 @@
  * signature per report: checking one costs 120-180 us on a small VM, 15-20% of the coordinator's
  * CPU per run at 100 hosts (`npm run bench:dispatch`), an HMAC 10 us. An agent announces its public key in Redis, signed
  * with that key (so nobody can announce a key they do not hold) and, when it was given one, with
- * a proof of an enrollment token. The coordinator enrolls the key when an operator approves it
+ * an enrollment token's secret sealed to the coordinator (sealToken). The coordinator enrolls the key when an operator approves it
  * or the token is valid and unused, and writes an approval signed with its job key: the agent
  * starts taking jobs once it finds an approval that verifies, and the coordinator itself trusts
  * an approval only with its own signature on it, so nothing written to Redis by anyone else
  * enrolls a key.
  */
-import { createHash, createHmac, diffieHellman, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, diffieHellman, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
 import { JobSignature, Target } from './jobs.js';
 
@@ -37,8 +37,8 @@ export const Announcement = z
     hostId: Target,
     machine: z.string().max(200),
     labels: z.array(z.string().max(64)).max(32),
-    /** Proof of an enrollment token: HMAC keyed by the token's secret over the key and host (tokenProof). */
-    token: z.object({ id: TokenId, proof: z.string().regex(/^[A-Za-z0-9_-]{43}$/) }).strict().optional(),
+    /** An enrollment token: its id, and its secret sealed to the coordinator's report key (sealToken). */
+    token: z.object({ id: TokenId, sealed: z.string().regex(/^[A-Za-z0-9_-]{80,120}$/) }).strict().optional(),
   })
   .strict();
 export type Announcement = z.infer<typeof Announcement>;
@@ -89,14 +89,44 @@ export const ApprovalEntry = z.object({ approval: Approval, signature: JobSignat
 export type ApprovalEntry = z.infer<typeof ApprovalEntry>;
 
 /**
- * The token's secret is never sent: the agent proves it knows it. Keyed by the secret's hash, so
- * the coordinator keeps only the hash; bound to the key and the host, so a proof copied from
- * Redis enrolls nothing else.
+ * The token's secret travels sealed to the coordinator: AES-256-GCM under a key only the agent's
+ * report key and the coordinator's agree (X25519, HKDF bound to the agent key, its host and the
+ * token id, which are also the sealed text's associated data). The coordinator keeps only the
+ * secret's hash and asks for the secret itself, so a copy of its database (or a backup) enrolls
+ * nothing; a Redis reader sees only the sealed text, which opens for no other key or host.
  */
-export function tokenProof(secretHash: Buffer, key: string, hostId: string): string {
-  return createHmac('sha256', secretHash).update(`${key}\n${hostId}`).digest('base64url');
+function sealingKey(ownPrivate: KeyObject, otherPublic: KeyObject, tokenId: string, agentKey: string, hostId: string): Buffer {
+  const shared = diffieHellman({ privateKey: ownPrivate, publicKey: otherPublic });
+  return Buffer.from(hkdfSync('sha256', shared, 'fsbench token seal v1', `${tokenId}\n${agentKey}\n${hostId}`, 32));
 }
 
+/** The agent's side: `secret` sealed with its report key to the coordinator's (base64url: nonce, text, tag). */
+export function sealToken(secret: string, agentReportKey: KeyObject, coordinatorReportKey: KeyObject, tokenId: string, agentKey: string, hostId: string): string {
+  const nonce = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', sealingKey(agentReportKey, coordinatorReportKey, tokenId, agentKey, hostId), nonce);
+  cipher.setAAD(Buffer.from(`${tokenId}\n${agentKey}\n${hostId}`));
+  const text = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+  return Buffer.concat([nonce, text, cipher.getAuthTag()]).toString('base64url');
+}
+
+/** The coordinator's side: the secret, or null when the sealed text does not open for this key, host and token. */
+export function openToken(sealed: string, coordinatorReportKey: KeyObject, agentReportKey: KeyObject, tokenId: string, agentKey: string, hostId: string): string | null {
+  const bytes = Buffer.from(sealed, 'base64url');
+  if (bytes.length < 12 + 16 + 1) return null;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', sealingKey(coordinatorReportKey, agentReportKey, tokenId, agentKey, hostId), bytes.subarray(0, 12));
+    decipher.setAAD(Buffer.from(`${tokenId}\n${agentKey}\n${hostId}`));
+    decipher.setAuthTag(bytes.subarray(bytes.length - 16));
+    return Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString('utf8');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What the coordinator keeps of a token's secret. A fast hash is enough: the secret is 32 random
+ * bytes, beyond any search, and the hash is never what proves possession (openToken's secret is).
+ */
 export function secretHash(secret: string): Buffer {
   return createHash('sha256').update(secret).digest();
 }

@@ -188,8 +188,9 @@ export class Enrollment {
       if (!a || this.byKey.has(key) || this.revoked.has(key)) continue;
       const announcedKey: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
       this.deps.store.agentKeys.recordPending(announcedKey, MAX_PENDING);
-      if (a.token && useToken(this.deps.store, a.token.id, a.token.proof, key, a.hostId)) {
-        const k = this.enroll(announcedKey, 'token', newApproval(), `agent ${key}`, `token ${a.token.id}`);
+      const sealed = a.token && { id: a.token.id, sealed: a.token.sealed, key, hostId: a.hostId, agentReportKey: createPublicKey(a.reportKey), coordinatorKey: this.deps.reportKey };
+      if (sealed && useToken(this.deps.store, sealed)) {
+        const k = this.enroll(announcedKey, 'token', newApproval(), `agent ${key}`, `token ${sealed.id}`);
         if (k) await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), key, k.approvalText);
         await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
       }

@@ -3,11 +3,11 @@
  * as a hash; and the token copy a coordinator keeps for the agents of its own machine
  * (FSBENCH_ENROLL_TOKEN_COPY).
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { errnoOf } from '../../contract/errors.js';
-import { proofMatches, secretHash, tokenProof } from '../../queue/enrollment.js';
+import { openToken, secretHash } from '../../queue/enrollment.js';
 import type { Store } from '../store/index.js';
 
 /** Most tokens one request may make: a fleet's worth. */
@@ -22,12 +22,31 @@ export function mintTokens(store: Store, count: number, ttlMs: number, copy = fa
   return { tokens: made.map((t) => `${t.id}.${t.secret}`), expiresAt: new Date(now + ttlMs).toISOString() };
 }
 
-/** Marks a token used by `key` when its proof matches and it is unused and unexpired. */
-export function useToken(store: Store, id: string, proof: string, key: string, hostId: string): boolean {
-  const token = store.agentKeys.token(id);
+/**
+ * Marks a token used by `key` when the secret sealed in its announcement opens with this
+ * coordinator's report key, hashes to what the database keeps, and the token is unused and
+ * unexpired. The database's hash alone opens nothing: it is compared with, never used as, a key.
+ */
+export function useToken(store: Store, t: SealedToken): boolean {
+  const token = store.agentKeys.token(t.id);
   if (!token || token.usedBy !== null || token.expiresAt < Date.now()) return false;
-  if (!proofMatches(tokenProof(token.secretHash, key, hostId), proof)) return false;
-  return store.agentKeys.useToken(id, key);
+  const secret = openToken(t.sealed, t.coordinatorKey, t.agentReportKey, t.id, t.key, t.hostId);
+  if (secret === null) return false;
+  const hash = secretHash(secret);
+  if (hash.length !== token.secretHash.length || !timingSafeEqual(hash, token.secretHash)) return false;
+  return store.agentKeys.useToken(t.id, t.key);
+}
+
+/** A token as an announcement presents it, with what opens it. */
+export interface SealedToken {
+  readonly id: string;
+  readonly sealed: string;
+  /** The announcing key's fingerprint, its host and its X25519 report key (from the signed announcement). */
+  readonly key: string;
+  readonly hostId: string;
+  readonly agentReportKey: KeyObject;
+  /** This coordinator's X25519 report key (private). */
+  readonly coordinatorKey: KeyObject;
 }
 
 /**

@@ -6,12 +6,13 @@
  * database it replaces.
  */
 import { randomUUID } from 'node:crypto';
-import { constants as fsc } from 'node:fs';
+import { constants as fsc, createReadStream, createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
-import { DATABASE_FILE } from './schema.js';
+import { DATABASE_FILE, privately } from './schema.js';
 
 
 /** Tables every fsbench database has; a file without them is not one. */
@@ -71,8 +72,8 @@ export async function backupDatabase(dataDir: string, dest: string): Promise<Dat
   }
   const partial = path.join(path.dirname(path.resolve(dest)), `.${path.basename(dest)}.${randomUUID()}.partial`);
   try {
-    db.prepare('VACUUM INTO ?').run(partial);
-    await fs.chmod(partial, 0o600);
+    // 0600 from its first byte: a backup holds what the database does.
+    privately(() => db.prepare('VACUUM INTO ?').run(partial));
     const summary = await verify(partial);
     await refuseExisting(dest);
     await fs.rename(partial, dest);
@@ -114,6 +115,7 @@ export async function restoreDatabase(from: string, dataDir: string): Promise<Da
   const summary = await verify(from);
   const target = path.join(dataDir, DATABASE_FILE);
   await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await fs.chmod(dataDir, 0o700);
   let exists = true;
   try {
     await fs.access(target, fsc.F_OK);
@@ -121,8 +123,8 @@ export async function restoreDatabase(from: string, dataDir: string): Promise<Da
     exists = false;
   }
   const partial = path.join(dataDir, `.${DATABASE_FILE}.${randomUUID()}.partial`);
-  await fs.copyFile(from, partial, fsc.COPYFILE_EXCL);
-  await fs.chmod(partial, 0o600);
+  // Created 0600 (never the backup's mode, nor the umask's), then filled.
+  await pipeline(createReadStream(from), createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
   let replaced: string | null = null;
   try {
     if (exists) {

@@ -3,6 +3,7 @@
  * module reads and writes the table. `openDatabase` applies them at every open, so a database an
  * older fsbench made gains what it lacks, and a backup (backup.ts) holds all of them.
  */
+import { chmodSync } from 'node:fs';
 import Database from 'better-sqlite3';
 
 /** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
@@ -110,12 +111,31 @@ export function preparedOnce<T>(prepare: () => T): () => T {
   return () => (statements ??= prepare());
 }
 
+/**
+ * Runs `make` with the umask 077: a file it creates is 0600 from its first byte (the database,
+ * its WAL, a backup), never readable by others for a moment before a chmod. Synchronous, so no
+ * other code of this process runs under that umask.
+ */
+export function privately<T>(make: () => T): T {
+  const before = process.umask(0o077);
+  try {
+    return make();
+  } finally {
+    process.umask(before);
+  }
+}
+
 /** Opens (creating) the database at `file`, or one in memory for `:memory:`, with every table. */
 export function openDatabase(file: string): Database.Database {
-  const db = new Database(file);
-  // WAL: readers (the HTTP API) never wait for the collector's writes. NORMAL survives a killed
-  // process, which is the crash the coordinator must survive; power loss may lose the last commits.
-  db.pragma('journal_mode = WAL');
+  // It holds enrolled keys, token hashes and every result: its owner's only, WAL included.
+  const db = privately(() => {
+    const opened = new Database(file);
+    // WAL: readers (the HTTP API) never wait for the collector's writes. NORMAL survives a killed
+    // process, which is the crash the coordinator must survive; power loss may lose the last commits.
+    opened.pragma('journal_mode = WAL');
+    return opened;
+  });
+  if (file !== ':memory:') chmodSync(file, 0o600);
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.exec(SCHEMA);

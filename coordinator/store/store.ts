@@ -5,7 +5,7 @@
  * `repetitions: auto` (plan-table.ts), the agent keys and enrollment tokens (key-table.ts) and
  * the summarised history (history-table.ts). Every table is made by schema.ts.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
@@ -57,7 +57,9 @@ export class Store {
   /** Opens (creating) DATABASE_FILE in `dataDir`, or an in-memory database for `:memory:`. */
   static open(dataDir: string, warn: (line: string) => void = () => undefined): Store {
     if (dataDir === ':memory:') return new Store(':memory:', warn);
-    mkdirSync(dataDir, { recursive: true });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    // A data directory an older fsbench made with the umask's mode: its owner's only from now on.
+    chmodSync(dataDir, 0o700);
     return new Store(path.join(dataDir, DATABASE_FILE), warn);
   }
 
