@@ -66,18 +66,64 @@ fi
 # Rewritten on every start, so a changed REDIS_PASSWORD reaches this machine's coordinator and
 # agents; created 0600 (umask) and handed to its owner before it is renamed into place.
 umask 077
-write_secret() { # FILE UID
+write_secret() { # FILE UID [VALUE, default the password]
   rm -f "$1.new"
-  printf '%s\n' "$password" >"$1.new"
+  printf '%s\n' "${3:-$password}" >"$1.new"
   chown "$2:$2" "$1.new"
   chmod 0600 "$1.new"
   mv -f "$1.new" "$1"
 }
 write_secret "$secret_dir/password" 0
 write_secret "$secret_dir/coordinator.password" "${FSBENCH_COORDINATOR_UID:-10001}"
+# The sentinels' own secrets (compose.sentinel.yaml), generated once and kept: their admin
+# password (requirepass, also what they use among themselves) and the password of the client
+# user that coordinator and agents log in to them as, which may only ask where the primary is.
+kept() { # FILE
+  if [ -s "$1" ]; then cat "$1"; else od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; fi
+}
+sentinel_password=$(kept "$secret_dir/sentinel.password")
+sentinel_client_password=$(kept "$secret_dir/sentinel-client.password")
+write_secret "$secret_dir/sentinel.password" 0 "$sentinel_password"
+write_secret "$secret_dir/sentinel-client.password" 0 "$sentinel_client_password"
+write_secret "$secret_dir/sentinel-client.coordinator.password" "${FSBENCH_COORDINATOR_UID:-10001}" "$sentinel_client_password"
 # The directory only lists them: its readers must reach their own file.
 chown 0:0 "$secret_dir"
 chmod 0755 "$secret_dir"
+
+# ACL users (compose.redis-acl.yaml): each `*.acl` file of FSBENCH_REDIS_USERS_DIR is one `user`
+# line as `fsbench agents acl` writes it, its password only as a hash; the default user keeps the
+# admin password above. Each `<user>.password` there is copied beside the admin's for this
+# machine's readers: the coordinator's (fsbench-coordinator) owned by its uid, the others root's.
+users=''
+if [ -n "${FSBENCH_REDIS_USERS_DIR:-}" ]; then
+  [ -d "$FSBENCH_REDIS_USERS_DIR" ] || die "FSBENCH_REDIS_USERS_DIR $FSBENCH_REDIS_USERS_DIR is not a directory: make the users with fsbench agents acl --out (docs/operating.md, Redis ACL users)"
+  for f in "$FSBENCH_REDIS_USERS_DIR"/*.acl; do
+    [ -e "$f" ] || continue
+    [ "$(wc -l <"$f")" -le 1 ] || die "$f holds more than one line: write it with fsbench agents acl"
+    line=$(cat "$f")
+    case "$line" in
+      'user '*) ;;
+      *) die "$f is not a user line as fsbench agents acl writes it (user NAME on #HASH ...)" ;;
+    esac
+    # A clear-text password (>pass) would sit in Redis's configuration and in this volume's files.
+    case "$line" in
+      *' >'* | *' <'*) die "$f gives a password in clear text: write it with fsbench agents acl, which keeps only its hash" ;;
+    esac
+    users="$users$line
+"
+  done
+  for f in "$FSBENCH_REDIS_USERS_DIR"/*.password; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f")
+    owner=0
+    [ "$name" = fsbench-coordinator.password ] && owner=${FSBENCH_COORDINATOR_UID:-10001}
+    rm -f "$secret_dir/$name.new"
+    cat "$f" >"$secret_dir/$name.new"
+    chown "$owner:$owner" "$secret_dir/$name.new"
+    chmod 0600 "$secret_dir/$name.new"
+    mv -f "$secret_dir/$name.new" "$secret_dir/$name"
+  done
+fi
 
 tls=''
 if [ -n "${FSBENCH_REDIS_TLS_DIR:-}" ]; then
@@ -95,4 +141,5 @@ chown redis:redis /data
 exec $as_redis redis-server - $tls "$@" <<EOF
 requirepass $password
 masterauth $password
+$users
 EOF

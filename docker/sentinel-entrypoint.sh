@@ -8,8 +8,13 @@
 # watching the old primary. Only the password lines are rewritten on every start, so a changed
 # REDIS_PASSWORD reaches the sentinels as it reaches the coordinator and the agents.
 #
-# One password serves the data nodes and the sentinels here (the redis service's generated or
-# given REDIS_PASSWORD); it reaches Sentinel through its file, never a command line.
+# The sentinels have credentials of their own, apart from the data nodes' and the agents': their
+# admin password (requirepass, also what they use among themselves) and a client user,
+# fsbench-client, which coordinator and agents log in as and which may only ask where the
+# primary is (the rules of `fsbench agents acl --sentinel-client`, queue/acl.ts), never fail it
+# over or remove it. The redis service generates both into the shared volume. The sentinels log
+# in to the data nodes with the data nodes' admin password (sentinel auth-pass). Passwords reach
+# Sentinel through its file, never a command line.
 set -eu
 
 die() {
@@ -17,14 +22,18 @@ die() {
   exit 64
 }
 
-secret=/run/fsbench-redis/password
-i=0
-while [ ! -s "$secret" ] && [ "$i" -lt 60 ]; do
-  sleep 1
-  i=$((i + 1))
+secrets=/run/fsbench-redis
+for f in password sentinel.password sentinel-client.password; do
+  i=0
+  while [ ! -s "$secrets/$f" ] && [ "$i" -lt 60 ]; do
+    sleep 1
+    i=$((i + 1))
+  done
+  [ -s "$secrets/$f" ] || die "no password in $secrets/$f after 60 s: the redis service writes it when it starts (compose.yaml)"
 done
-[ -s "$secret" ] || die "no password in $secret after 60 s: the redis service writes it when it starts (compose.yaml)"
-password=$(cat "$secret")
+password=$(cat "$secrets/password")
+sentinel_password=$(cat "$secrets/sentinel.password")
+client_hash=$(tr -d '\n' <"$secrets/sentinel-client.password" | sha256sum | cut -d' ' -f1)
 master=${FSBENCH_REDIS_MASTER:-fsbench}
 conf=/data/sentinel.conf
 umask 077
@@ -40,9 +49,12 @@ sentinel failover-timeout $master 60000
 sentinel parallel-syncs $master 1
 CONF
 fi
-# The password lines, always from the current password (and never twice).
-sed -i -e '/^requirepass /d' -e "/^sentinel auth-pass $master /d" "$conf"
-printf 'requirepass %s\nsentinel auth-pass %s %s\n' "$password" "$master" "$password" >>"$conf"
+# The password lines, always from the current passwords (and never twice: Sentinel rewrites its
+# users into the file as `user` lines).
+sed -i -e '/^requirepass /d' -e "/^sentinel auth-pass $master /d" -e '/^user default /d' -e '/^user fsbench-client /d' "$conf"
+printf 'requirepass %s\nsentinel auth-pass %s %s\n' "$sentinel_password" "$master" "$password" >>"$conf"
+printf 'user fsbench-client on #%s %s\n' "$client_hash" \
+  'resetkeys resetchannels -@all +ping +auth +hello +client|setname +client|getname +sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|replicas +sentinel|slaves' >>"$conf"
 
 [ "$(id -u)" = 0 ] || die "started as uid $(id -u), not root: it reads the root-owned password file (compose.sentinel.yaml runs this service with user: root)"
 chown -R redis:redis /data

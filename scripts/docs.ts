@@ -104,7 +104,7 @@ export function restMarkdown(): string {
 }
 
 /** The compose files fsbench ships, in the package root. */
-const COMPOSE_FILES = ['compose.yaml', 'compose.agent.yaml', 'compose.redis-publish.yaml', 'compose.redis-tls.yaml', 'compose.sandbox.yaml', 'compose.sentinel.yaml'];
+const COMPOSE_FILES = ['compose.yaml', 'compose.agent.yaml', 'compose.redis-acl.yaml', 'compose.redis-publish.yaml', 'compose.redis-tls.yaml', 'compose.sandbox.yaml', 'compose.sentinel.yaml'];
 
 export interface ComposeUse {
   readonly file: string;

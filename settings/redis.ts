@@ -18,7 +18,8 @@ export const REDIS_SETTINGS = {
     secretHint: 'or keep the password out of the URL, in FSBENCH_REDIS_PASSWORD_FILE',
     doc:
       'Redis that carries the job queues (coordinator and agents): `redis://[USER:PASSWORD@]host:port`, or `rediss://` for TLS, ' +
-      "whose certificate is always verified (FSBENCH_REDIS_CA). Never shown in logs with its password; refused with a password as `--redis-url` " +
+      "whose certificate is always verified (FSBENCH_REDIS_CA). USER: an ACL user of this process's own (`fsbench agents acl`: an agent's reaches only " +
+      "its host's queue and what agents share), the default user when left out. Never shown in logs with its password; refused with a password as `--redis-url` " +
       '(a command line is readable by every user of the machine).',
   },
   redisCa: {
@@ -78,7 +79,7 @@ export const REDIS_SETTINGS = {
     flag: '--redis-sentinel-user <name>',
     schema: z.string().min(1).optional(),
     default: '(the default user)',
-    doc: "ACL user to authenticate to the sentinels as (the sentinels' own, apart from REDIS_URL's user of the data nodes).",
+    doc: "ACL user to authenticate to the sentinels as (the sentinels' own, apart from REDIS_URL's user of the data nodes): their client user (`fsbench agents acl --sentinel-client`), which may ask where the primary is but not fail it over.",
   },
   redisSentinelPassword: {
     env: 'FSBENCH_REDIS_SENTINEL_PASSWORD',
@@ -87,7 +88,7 @@ export const REDIS_SETTINGS = {
     default: '(none)',
     secret: true,
     secretHint: 'a file is the usual way (FSBENCH_REDIS_SENTINEL_PASSWORD_FILE, as compose.sentinel.yaml does)',
-    doc: "Password of the sentinels (`requirepass` in sentinel.conf), which may differ from the data nodes'.",
+    doc: "Password of FSBENCH_REDIS_SENTINEL_USER on the sentinels (or of their default user, `requirepass` in sentinel.conf), apart from the data nodes'.",
   },
   redisSentinelTls: {
     env: 'FSBENCH_REDIS_SENTINEL_TLS',

@@ -287,8 +287,10 @@ describe('compose.yaml', () => {
       const env = config.services[name]?.environment ?? {};
       expect(env['FSBENCH_REDIS_SENTINELS']).toBe('sentinel-1:26379,sentinel-2:26379,sentinel-3:26379');
       expect(env['FSBENCH_REDIS_MASTER']).toBe('fsbench');
-      // The sentinels' password from the same file as Redis's, never written into the file.
-      expect(env['FSBENCH_REDIS_SENTINEL_PASSWORD_FILE']).toBe(env['FSBENCH_REDIS_PASSWORD_FILE']);
+      // The sentinels' own client user, its password from a file of its own, never written into the file.
+      expect(env['FSBENCH_REDIS_SENTINEL_USER']).toBe('fsbench-client');
+      expect(env['FSBENCH_REDIS_SENTINEL_PASSWORD_FILE']).toMatch(/^\/run\/fsbench-redis\/sentinel-client\./);
+      expect(env['FSBENCH_REDIS_SENTINEL_PASSWORD_FILE']).not.toBe(env['FSBENCH_REDIS_PASSWORD_FILE']);
     }
   });
 });
@@ -684,7 +686,7 @@ describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', 
 
   /** Where the sentinels say the primary is: a service name. */
   const primary = async () => {
-    const { stdout } = await compose(['exec', '-T', 'sentinel-1', 'sh', '-c', 'REDISCLI_AUTH="$(cat /run/fsbench-redis/password)" redis-cli -p 26379 sentinel get-master-addr-by-name fsbench']);
+    const { stdout } = await compose(['exec', '-T', 'sentinel-1', 'sh', '-c', 'REDISCLI_AUTH="$(cat /run/fsbench-redis/sentinel.password)" redis-cli -p 26379 sentinel get-master-addr-by-name fsbench']);
     return stdout.split('\n')[0]?.trim() ?? '';
   };
 

@@ -236,6 +236,14 @@ async function secretFile(dir: string, name: string, password: string): Promise<
   return file;
 }
 
+describe("the sentinels' client user of compose.sentinel.yaml", () => {
+  it('has the rules of fsbench agents acl --sentinel-client, written out in docker/sentinel-entrypoint.sh', async () => {
+    const script = await readFile(path.join(import.meta.dirname, '..', 'docker', 'sentinel-entrypoint.sh'), 'utf8');
+    const written = /'(resetkeys resetchannels [^']*)'/.exec(script)?.[1];
+    expect(written?.split(' ')).toEqual(sentinelClientAclRules());
+  });
+});
+
 describe('behind Sentinel', () => {
   it('an agent with its ACL user follows a failover, and the sentinels refuse its credentials and every change to them', async () => {
     const prefix = uniquePrefix('acl-sentinel');
@@ -243,7 +251,6 @@ describe('behind Sentinel', () => {
     const agentPw = newAclPassword();
     const coordinatorPw = newAclPassword();
     const sentinelDataPw = newAclPassword();
-    const clientPw = newAclPassword();
     const agentName = agentUserName('host-s');
     const group = await startSentinelGroup({
       password: ADMIN_PASSWORD,
@@ -255,10 +262,17 @@ describe('behind Sentinel', () => {
         userArgs('fsbench-sentinel', sentinelDataPw, sentinelDataAclRules()),
       ],
       sentinelAuth: { user: 'fsbench-sentinel', password: sentinelDataPw },
-      sentinelConf: [aclFileLine('fsbench-client', clientPw, sentinelClientAclRules())],
     });
     try {
       const secrets = await tempDir('secrets');
+      // The sentinels' client user, set on each of them by the command, as their admin.
+      const clientUser = await makeUser(
+        ['--sentinel-client'],
+        { FSBENCH_REDIS_SENTINELS: group.sentinels, FSBENCH_REDIS_MASTER: group.master, FSBENCH_REDIS_SENTINEL_PASSWORD_FILE: await secretFile(secrets, 'sentinel-admin', SENTINEL_ADMIN) },
+        await tempDir('acl'),
+      );
+      expect(clientUser.user).toBe('fsbench-client');
+      const clientPw = clientUser.password;
       const dataDir = await tempDir('data');
       await writeNewJobKey(dataDir);
       const base = {

@@ -72,7 +72,7 @@ _fsbench; printf '%s\\n' "\${COMPREPLY[@]}"`;
     expect(await complete(['fsbench', 'ru'])).toEqual(['run']);
     expect((await complete(['fsbench', 'run', '--allow'])).sort()).toEqual(['--allow-failures', '--allowed-targets']);
     expect(await complete(['fsbench', 'gate', 'a.jsonl', 'b.jsonl', '--format', 'ju'])).toEqual(['junit']);
-    expect(await complete(['fsbench', 'agents', 'a'])).toEqual(['approve']);
+    expect((await complete(['fsbench', 'agents', 'a'])).sort()).toEqual(['acl', 'approve']);
     expect(await complete(['fsbench', 'agents', 'token', '--c'])).toEqual(['--count']);
     expect(await complete(['fsbench', 'completion', ''])).toEqual(['bash', 'zsh']);
     // A file argument completes files.
