@@ -27,6 +27,10 @@ import { mintTokens, refreshTokenCopy, useToken } from './tokens.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;
+/** New or changed announcements verified per sync (each an Ed25519 verification and a write). */
+const NEW_PER_SYNC = 1000;
+/** Pending keys of one host id at most: a host's agents share one key, so a few are plenty. */
+const MAX_PENDING_PER_HOST = 4;
 
 export interface EnrolledKey {
   readonly key: string;
@@ -69,6 +73,8 @@ export class Enrollment {
   private readonly seen = new Map<string, string>();
   /** Foreign approval text last judged to be left alone, per key: not verified again. */
   private readonly ignored = new Map<string, string>();
+  /** Whether the last sync found the pending keys full (said once per episode). */
+  private fullSaid = false;
 
   constructor(private readonly deps: EnrollmentDeps) {
     for (const row of deps.store.agentKeys.enrolledRows()) this.remember(row);
@@ -180,14 +186,28 @@ export class Enrollment {
       }
     }
     if (writes > 0) await pipe.exec();
+    let full = 0;
+    // Counted once per look, not per announcement: a flood of them must not cost a scan each.
+    let pending = this.deps.store.agentKeys.counts().pending;
+    let looked = 0;
     for (const [key, raw] of Object.entries(announced)) {
       if (this.seen.get(key) === raw) continue;
+      // A flood is taken in over several looks, the event loop free between them; the rest stay unseen till then.
+      if (++looked > NEW_PER_SYNC) break;
       if (this.seen.size >= 2 * MAX_PENDING) this.seen.clear();
       this.seen.set(key, raw);
       const a = this.verifiedAnnouncement(key, raw);
       if (!a || this.byKey.has(key) || this.revoked.has(key)) continue;
       const announcedKey: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
-      this.deps.store.agentKeys.recordPending(announcedKey, MAX_PENDING);
+      // A token enrolls its key whether or not there is room to list it.
+      const recorded = this.deps.store.agentKeys.recordPending(announcedKey, pending < MAX_PENDING, MAX_PENDING_PER_HOST);
+      if (recorded === 'recorded') pending++;
+      if (recorded === 'full' && !a.token) {
+        // Looked at again at the next sync, once an operator made room (approved or revoked keys).
+        this.seen.delete(key);
+        full++;
+        continue;
+      }
       const sealed = a.token && { id: a.token.id, sealed: a.token.sealed, key, hostId: a.hostId, agentReportKey: createPublicKey(a.reportKey), coordinatorKey: this.deps.reportKey };
       if (sealed && useToken(this.deps.store, sealed)) {
         const k = this.enroll(announcedKey, 'token', newApproval(), `agent ${key}`, `token ${sealed.id}`);
@@ -195,6 +215,10 @@ export class Enrollment {
         await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
       }
     }
+    if (full > 0 && !this.fullSaid) {
+      this.deps.log(`${full} announced agent key(s) not recorded: ${MAX_PENDING} keys wait already, or ${MAX_PENDING_PER_HOST} for their host: approve or revoke some (\`fsbench agents\`)`, { event: 'agent.pending-full', notRecorded: full });
+    }
+    this.fullSaid = full > 0;
   }
 
   /** Signs a new approval for an enrolled key, before its current one expires. */

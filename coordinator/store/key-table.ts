@@ -54,9 +54,6 @@ export interface AnnouncedKey {
   readonly labels: readonly string[];
 }
 
-/** Pending keys dropped at once, oldest first, when there are too many. */
-const PENDING_DROPPED = 100;
-
 export class AgentKeyTable {
   constructor(private readonly db: Database.Database) {}
 
@@ -87,24 +84,21 @@ export class AgentKeyTable {
   }
 
   /**
-   * Records an announced key as pending, or updates a pending one; an enrolled key stays as it
-   * was. With `maxPending` keys waiting already, the oldest go first: announcements are free to
-   * write, and the table must not grow with them.
+   * Records an announced key as pending, as it was first announced: a pending key's host and
+   * machine never change after it is listed, so what an operator approves is what they saw. No
+   * pending key is ever pushed out by another: without `room` (the caller counts the keys
+   * waiting), or with `maxPerHost` waiting for its host id, a new one is not recorded ('full'),
+   * and is looked at again later.
    */
-  recordPending(k: AnnouncedKey, maxPending: number): void {
-    const pending = this.db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM agent_keys WHERE state = 'pending'").get()?.n ?? 0;
-    if (pending >= maxPending) {
-      this.db
-        .prepare<[number]>("DELETE FROM agent_keys WHERE key IN (SELECT key FROM agent_keys WHERE state = 'pending' ORDER BY first_seen LIMIT ?)")
-        .run(PENDING_DROPPED);
-    }
+  recordPending(k: AnnouncedKey, room: boolean, maxPerHost: number): 'recorded' | 'known' | 'full' {
+    if (this.row(k.key) !== undefined) return 'known';
+    if (!room) return 'full';
+    const sameHost = this.db.prepare<[string], { n: number }>("SELECT COUNT(*) AS n FROM agent_keys WHERE host_id = ? AND state = 'pending'").get(k.hostId)?.n ?? 0;
+    if (sameHost >= maxPerHost) return 'full';
     this.db
-      .prepare(
-        `INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, first_seen) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)
-         ON CONFLICT (key) DO UPDATE SET report_key = excluded.report_key, host_id = excluded.host_id, machine = excluded.machine, labels = excluded.labels
-         WHERE state = 'pending'`,
-      )
+      .prepare("INSERT INTO agent_keys (key, public_key, report_key, host_id, machine, labels, state, first_seen) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)")
       .run(k.key, k.publicKey, k.reportKey, k.hostId, k.machine, JSON.stringify(k.labels), Date.now());
+    return 'recorded';
   }
 
   /**

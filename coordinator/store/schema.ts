@@ -4,6 +4,7 @@
  * older fsbench made gains what it lacks, and a backup (backup.ts) holds all of them.
  */
 import { chmodSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 
 /** The database file in a data directory (FSBENCH_DATA_DIR); backups copy it (backup.ts). */
@@ -117,6 +118,9 @@ export function preparedOnce<T>(prepare: () => T): () => T {
  * other code of this process runs under that umask.
  */
 export function privately<T>(make: () => T): T {
+  // A worker thread (the report and read threads) may not set the umask, and needs none: it
+  // opens the database the main thread made, whose files (the WAL's too) are there already.
+  if (!isMainThread) return make();
   const before = process.umask(0o077);
   try {
     return make();
@@ -142,6 +146,8 @@ export function openDatabase(file: string): Database.Database {
   const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('runs')").all().map((c) => c.name));
   for (const column of ADDED_RUN_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`);
   migrateAgentKeys(db);
+  // Pending keys are counted per host at each new announcement (key-table.ts recordPending).
+  db.exec("CREATE INDEX IF NOT EXISTS agent_keys_by_host ON agent_keys (host_id, state)");
   return db;
 }
 
