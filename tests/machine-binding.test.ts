@@ -7,17 +7,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createPrivateKey } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { coordinatorReportKey, hostStateDir, loadOrCreateAgentKey } from '../agent/identity.js';
 import { fingerprintHash } from '../contract/fingerprint.js';
-import { reportMac, reportMacKey } from '../queue/enrollment.js';
-import { jobId, qualifiedQueueName, type RunReport, type SignedRunReport } from '../queue/jobs.js';
+import { jobId, type RunReport } from '../queue/jobs.js';
 import { fingerprintsKey } from '../queue/keys.js';
-import { JobSigner, signatureDigest } from '../queue/signing.js';
+import { signatureDigest } from '../queue/signing.js';
 import { enrollsItself, useCluster } from './helpers/cluster.js';
+import { droppedReports as dropped, reportAsAgent } from './helpers/enroll.js';
 import { getJson as get, submitMatrix as submit, until } from './helpers/http.js';
 import { cellOf, runOnce } from './helpers/local.js';
 
@@ -26,11 +24,6 @@ const cluster = useCluster('machine-binding');
 const Matrix = z.object({ state: z.string(), progress: z.object({ stored: z.number(), expected: z.number() }).loose() }).loose();
 const Runs = z.object({ runs: z.array(z.object({ machine: z.string(), target: z.string(), state: z.string() }).loose()) });
 
-async function dropped(url: string, reason: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const m = new RegExp(`^fsbench_reports_dropped_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : 0;
-}
 
 async function finished(url: string, id: string): Promise<z.infer<typeof Runs>['runs']> {
   await until(`matrix ${id} to finish`, async () => ((await get(`${url}/v1/matrices/${id}`, Matrix)).state === 'done' ? true : undefined));
@@ -64,10 +57,6 @@ describe("another machine's name", () => {
     // An agent changed to report the victim's name anyway: its real key's MAC, a fingerprint naming
     // victim, for a run placed on any host (queued while no agent is live, so nothing else answers it).
     const third = await submit(c.url, { ...matrix, placement: 'any', name: 'forged' });
-    const identity = await loadOrCreateAgentKey(hostStateDir(stateDir, 'host-mallory'));
-    expect(identity.fingerprint).toBe(mallory.key);
-    const theirs = await coordinatorReportKey(redis, c.prefix, new JobSigner(createPrivateKey(cluster.jobPrivateKey)).verifier);
-    if (theirs === null) throw new Error('the coordinator published no report key');
     const cell = cellOf('noop', { value: 1 });
     const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-binding-run-'));
     cluster.cleanup(() => rm(scratch, { recursive: true, force: true }));
@@ -78,10 +67,8 @@ describe("another machine's name", () => {
       matrixId: third, target: 'any', cellId: cell.id, repetition: 0, attempts: 1, fingerprint: fingerprintHash(json),
       result: { ...result, matrix: third }, jobId: jobId(third, cell.id, 'any', 0), jobSignature: signatureDigest('x'), hostId: 'host-mallory',
     };
-    const text = JSON.stringify(report);
-    const envelope: SignedRunReport = { report: text, key: identity.fingerprint, mac: reportMac(reportMacKey(identity.reportKey, theirs, identity.fingerprint, 'host-mallory'), text) };
     expect(await dropped(c.url, 'wrong-machine')).toBe(0);
-    await redis.xadd(`${qualifiedQueueName(c.prefix, 'any')}:events`, '*', 'event', 'completed', 'jobId', report.jobId, 'returnvalue', JSON.stringify(envelope), 'prev', 'active');
+    expect(await reportAsAgent(redis, c.prefix, c.jobKey, stateDir, 'any', report)).toBe(mallory.key);
     await until('the report naming another machine to be dropped', async () => ((await dropped(c.url, 'wrong-machine')) === 1 ? true : undefined));
     // Nothing stored under the victim's name, nor any other: the run waits for an honest agent.
     expect((await get(`${c.url}/v1/matrices/${third}/results`, Runs)).runs).toEqual([]);

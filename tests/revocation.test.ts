@@ -5,20 +5,19 @@
  * report it authenticates with its real key is dropped and counted as `revoked`; and every change
  * is in `fsbench agents --history`.
  */
-import { createPrivateKey } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { coordinatorReportKey, hostStateDir, loadOrCreateAgentKey } from '../agent/identity.js';
-import { ApprovalEntry, parseJson, reportMac, reportMacKey } from '../queue/enrollment.js';
-import { jobId, type RunReport, type SignedRunReport } from '../queue/jobs.js';
+import { ApprovalEntry, parseJson } from '../queue/enrollment.js';
+import { jobId, type RunReport } from '../queue/jobs.js';
 import { agentApprovalsKey } from '../queue/keys.js';
-import { JobSigner, signatureDigest } from '../queue/signing.js';
+import { signatureDigest } from '../queue/signing.js';
 import { fingerprintHash } from '../contract/fingerprint.js';
 import { enrollsItself, useCluster } from './helpers/cluster.js';
+import { droppedReports as dropped, reportAsAgent } from './helpers/enroll.js';
 import { getJson as get, submitMatrix as submit, until } from './helpers/http.js';
 import { cellOf, runCli, runOnce } from './helpers/local.js';
 
@@ -31,12 +30,6 @@ const Keys = z.object({
 const Matrix = z.object({ state: z.string(), progress: z.object({ stored: z.number(), expected: z.number() }).loose() }).loose();
 const Runs = z.object({ runs: z.array(z.object({ machine: z.string(), state: z.string() }).loose()) });
 
-/** The value of `fsbench_reports_dropped_total{reason}` on the coordinator's /metrics (0 when absent). */
-async function dropped(url: string, reason: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const m = new RegExp(`^fsbench_reports_dropped_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : 0;
-}
 
 describe('a revoked agent key', () => {
   it('stays revoked when its saved approval is written back; its agent takes no job; its reports are dropped and counted; the history lists each change', async () => {
@@ -83,10 +76,6 @@ describe('a revoked agent key', () => {
     expect(agents.find((a) => a.hostId === 'host-revoked')?.runsDone).toBe(0);
 
     // A report authenticated with the revoked key's real MAC, for a run the coordinator issued.
-    const identity = await loadOrCreateAgentKey(hostStateDir(stateDir, 'host-revoked'));
-    expect(identity.fingerprint).toBe(revoked.key);
-    const theirs = await coordinatorReportKey(redis, c.prefix, new JobSigner(createPrivateKey(cluster.jobPrivateKey)).verifier);
-    if (theirs === null) throw new Error('the coordinator published no report key');
     const cell = cellOf('noop', { value: 1 });
     const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-revoke-run-'));
     cluster.cleanup(() => rm(scratch, { recursive: true, force: true }));
@@ -95,10 +84,8 @@ describe('a revoked agent key', () => {
       matrixId: id, target: 'any', cellId: cell.id, repetition: 0, attempts: 1, fingerprint: fingerprintHash(JSON.stringify(fingerprint)),
       result: { ...result, matrix: id }, jobId: jobId(id, cell.id, 'any', 0), jobSignature: signatureDigest('x'), hostId: 'host-revoked',
     };
-    const text = JSON.stringify(report);
-    const envelope: SignedRunReport = { report: text, key: revoked.key, mac: reportMac(reportMacKey(identity.reportKey, theirs, revoked.key, 'host-revoked'), text) };
     expect(await dropped(c.url, 'revoked')).toBe(0);
-    await redis.xadd(`${c.prefix}:any:events`, '*', 'event', 'completed', 'jobId', report.jobId, 'returnvalue', JSON.stringify(envelope), 'prev', 'active');
+    expect(await reportAsAgent(redis, c.prefix, c.jobKey, stateDir, 'any', report)).toBe(revoked.key);
     await until('the revoked key\'s report to be dropped', async () => ((await dropped(c.url, 'revoked')) === 1 ? true : undefined));
     expect((await get(`${c.url}/v1/matrices/${id}/results`, Runs)).runs).toHaveLength(3);
 

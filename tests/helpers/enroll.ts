@@ -8,10 +8,11 @@ import { createPrivateKey, randomBytes, type KeyObject } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { hostStateDir, loadOrCreateAgentKey, type AgentIdentity } from '../../agent/identity.js';
-import type { Approval, ApprovalEntry } from '../../queue/enrollment.js';
+import { coordinatorReportKey, hostStateDir, loadOrCreateAgentKey, type AgentIdentity } from '../../agent/identity.js';
+import { reportMac, reportMacKey, type Approval, type ApprovalEntry } from '../../queue/enrollment.js';
+import { qualifiedQueueName, type RunReport, type SignedRunReport } from '../../queue/jobs.js';
 import { agentApprovalsKey } from '../../queue/keys.js';
-import { JobSigner } from '../../queue/signing.js';
+import { JobSigner, type JobVerifier } from '../../queue/signing.js';
 
 export interface PreEnrolled {
   readonly stateDir: string;
@@ -36,4 +37,26 @@ export async function preEnroll(redisUrl: string, prefix: string, jobPrivateKey:
     redis.disconnect();
   }
   return { stateDir: path.resolve(stateDir), key: identity.fingerprint, identity };
+}
+
+/** `fsbench_reports_dropped_total{reason}` on the coordinator's /metrics (0 when absent). */
+export async function droppedReports(url: string, reason: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = new RegExp(`^fsbench_reports_dropped_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/**
+ * Appends to the event stream of queue `target` a `completed` event carrying `report`,
+ * authenticated with the real MAC of the agent key kept in `stateDir` for `report.hostId`: what
+ * root on that host can write whatever its agent does. Returns the key's fingerprint.
+ */
+export async function reportAsAgent(redis: Redis, prefix: string, jobKey: JobVerifier, stateDir: string, target: string, report: RunReport): Promise<string> {
+  const identity = await loadOrCreateAgentKey(hostStateDir(stateDir, report.hostId));
+  const theirs = await coordinatorReportKey(redis, prefix, jobKey);
+  if (theirs === null) throw new Error('the coordinator published no report key');
+  const text = JSON.stringify(report);
+  const envelope: SignedRunReport = { report: text, key: identity.fingerprint, mac: reportMac(reportMacKey(identity.reportKey, theirs, identity.fingerprint, report.hostId), text) };
+  await redis.xadd(`${qualifiedQueueName(prefix, target)}:events`, '*', 'event', 'completed', 'jobId', report.jobId, 'returnvalue', JSON.stringify(envelope), 'prev', 'active');
+  return identity.fingerprint;
 }
