@@ -12,7 +12,8 @@
 import { closeSync, lstatSync, mkdirSync, openSync, readSync, rmdirSync, unlinkSync, writeSync, promises as fsp } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Journal, Teardown } from '../host/journal.js';
+import { Journal } from '../host/journal.js';
+import { Teardown } from '../host/teardown.js';
 import { dropCaches } from '../workloads/metadata/caches.js';
 import { prepareFilesystem } from '../workloads/metadata/filesystem.js';
 import type { MetadataParams } from '../workloads/metadata/params.js';

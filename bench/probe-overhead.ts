@@ -8,7 +8,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Journal, Teardown } from '../host/journal.js';
+import { Journal } from '../host/journal.js';
+import { Teardown } from '../host/teardown.js';
 import { PACKAGE_ROOT } from '../host/native.js';
 import { median } from '../stats/summary.js';
 import { applyLimits } from '../workloads/inotify/limits.js';

@@ -13,33 +13,21 @@
  * - an entry may only name paths under a registered root (a scratch directory or allowed target
  *   of a journal opened here), and is undone without following a symlink (host/hostfs.ts).
  *
- * This module owns that state; workloads go through `Teardown`, never around it.
+ * This module owns that state; workloads go through `Teardown` (host/teardown.ts), never around
+ * it. What an entry may hold is in journal-entry.ts, the roots in journal-roots.ts, how each kind
+ * is undone in undo.ts.
  */
-import { execFile } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import { z } from 'zod';
-import { errnoOf, FsbenchError, messageOf } from '../contract/errors.js';
-import { HostfsRefusal, removeBeneath, unmountBeneath } from './hostfs.js';
-import { readBootId, readMounts } from './kernel.js';
-import { OwnerId, OwnerLock, ownersHeld, reapOwnerLocks, takeRecoveryLock } from './owner-lock.js';
+import { errnoOf, FsbenchError } from '../contract/errors.js';
+import { HostfsRefusal } from './hostfs.js';
+import { describe, entryPath, issues, JournalEntry, StoredEntry } from './journal-entry.js';
+import { deepestRoot, parentRefusal, registeredRoots, registerRoots, strictlyInside, type RootKind } from './journal-roots.js';
+import { readBootId } from './kernel.js';
+import { OwnerLock, ownersHeld, reapOwnerLocks, takeRecoveryLock } from './owner-lock.js';
 import { checkNoSymlinks, checkSafeDir, ensureSafeDir, JOURNAL_PURPOSE, SCRATCH_PURPOSE, writeOwnFile } from './safe-dir.js';
-
-const exec = promisify(execFile);
-
-/**
- * The only /proc/sys files fsbench ever changes. Replay writes to nothing else, so an entry
- * cannot name `/proc/sys/../../etc/x` or a sysctl fsbench never touched (core_pattern ...).
- */
-export const KNOWN_SYSCTLS = [
-  '/proc/sys/fs/inotify/max_queued_events',
-  '/proc/sys/fs/inotify/max_user_watches',
-  '/proc/sys/fs/inotify/max_user_instances',
-  '/proc/sys/fs/fanotify/max_queued_events',
-] as const;
-export type KnownSysctl = (typeof KNOWN_SYSCTLS)[number];
+import { undoAt } from './undo.js';
 
 /**
  * Written into a scratch directory when a journal is opened for it, saying what the directory is
@@ -48,66 +36,6 @@ export type KnownSysctl = (typeof KNOWN_SYSCTLS)[number];
 export const SCRATCH_MARKER = '.fsbench-scratch';
 /** Where refused entries are kept for a person to look at, never replayed. */
 export const REFUSED_DIR = 'refused';
-/**
- * The registry of roots, inside the journal directory: each Journal.open registers its scratch
- * directory and allowed targets there, so that agents sharing the journal (each with its own
- * scratch directory) undo each other's entries, and nothing outside a registered root.
- */
-export const ROOTS_DIR = 'roots';
-
-const NormalPath = z
-  .string()
-  .max(4096)
-  .refine(
-    (p) => p.startsWith('/') && p !== '/' && !p.endsWith('/') && !p.includes('\0') && path.normalize(p) === p && !p.split('/').includes('..'),
-    'must be a normalised absolute path other than / without .. or a trailing /',
-  );
-
-const CgroupPath = NormalPath.refine(
-  (p) => /^\/sys\/fs\/cgroup(\/[\w.:@-]+)*\/fsbench-[0-9a-f]{8,32}$/.test(p),
-  'must be a directory fsbench-<hex> under /sys/fs/cgroup',
-);
-
-export const JournalEntry = z.discriminatedUnion('kind', [
-  /** A /proc/sys value to write back: one of the known limits, and a number, as the kernel printed it. */
-  z.object({ kind: z.literal('sysctl'), path: z.enum(KNOWN_SYSCTLS), original: z.string().regex(/^\d{1,12}\n?$/, 'must be a number') }).strict(),
-  /** A mount point to unmount, inside a registered root. */
-  z.object({ kind: z.literal('mount'), target: NormalPath }).strict(),
-  /** A loop device to detach. */
-  z.object({ kind: z.literal('loop'), device: z.string().regex(/^\/dev\/loop\d+$/) }).strict(),
-  /** A file or directory tree to delete, inside a registered root. */
-  z.object({ kind: z.literal('path'), path: NormalPath }).strict(),
-  /**
-   * A memory cgroup a run made for its watcher (workloads/watches), to remove: only a directory
-   * named fsbench-<hex> under /sys/fs/cgroup, and undone only where a cgroup filesystem is mounted.
-   */
-  z.object({ kind: z.literal('cgroup'), path: CgroupPath }).strict(),
-]);
-export type JournalEntry = z.infer<typeof JournalEntry>;
-
-const StoredEntry = z
-  .object({
-    pid: z.number().int(),
-    bootId: z.string().max(64),
-    /** The writer's pid namespace: a pid means nothing to a reader in another one (another container). */
-    pidNs: z.string().max(64).optional(),
-    /** The root (scratch directory or allowed target) the entry's path lies in, when it has one. */
-    root: NormalPath.optional(),
-    /** The writer's host id (FSBENCH_HOST_ID), for whoever reads the file; recovery goes by `owner`. */
-    hostId: z.string().max(200).optional(),
-    /**
-     * The writer's owner lock (host/owner-lock.ts): the entry is undone only once that lock is
-     * free. Absent in entries of older versions, whose writers are judged by pid alone.
-     */
-    owner: OwnerId.optional(),
-    entry: JournalEntry,
-  })
-  .strict();
-type StoredEntry = z.infer<typeof StoredEntry>;
-
-/** What a root is: a scratch directory (held to the ownership rules) or an allowed target. */
-type RootKind = 'scratch' | 'target';
-const RegisteredRoot = z.object({ root: NormalPath, kind: z.enum(['scratch', 'target']) }).strict();
 
 /** The kernel's boot id: journal entries from another boot describe changes that are gone. */
 export async function currentBootId(): Promise<string> {
@@ -126,85 +54,6 @@ export function processAlive(pid: number): boolean {
   } catch (err) {
     return errnoOf(err) === 'EPERM';
   }
-}
-
-async function sleep(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
-
-function entryPath(entry: JournalEntry): string | undefined {
-  return entry.kind === 'path' ? entry.path : entry.kind === 'mount' ? entry.target : undefined;
-}
-
-function strictlyInside(p: string, root: string): boolean {
-  return p.startsWith(`${root}/`);
-}
-
-function issues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join('.') || '(entry)'}: ${i.message}`).join('; ');
-}
-
-
-/** The root among `roots` that `p` lies strictly inside, the deepest one when they nest. */
-function deepestRoot(p: string, roots: Iterable<string>): string | undefined {
-  let best: string | undefined;
-  for (const r of roots) if (strictlyInside(p, r) && (best === undefined || r.length > best.length)) best = r;
-  return best;
-}
-
-/**
- * Why the directories from `root` down to `p`'s parent are not all there as real directories
- * (a missing one, a symlink), or undefined when they are. The removal itself never follows a
- * symlink either; this only refuses such an entry with a reason instead of acting on it.
- */
-async function parentRefusal(p: string, root: string): Promise<string | undefined> {
-  const parts = path.relative(root, path.dirname(p)).split('/').filter((x) => x !== '');
-  let q = root;
-  for (const part of parts) {
-    q = path.join(q, part);
-    const st = await fs.lstat(q).catch(() => null);
-    if (st === null) return `its parent directory ${q} is missing`;
-    if (st.isSymbolicLink()) return `${p} is reached through a symlink, ${q}`;
-    if (!st.isDirectory()) return `${q} on its way is not a directory`;
-  }
-  return undefined;
-}
-
-/** The name of a root's registration: one file per root and kind, whoever registers it. */
-function registrationName(root: string, kind: RootKind): string {
-  return `${createHash('sha256').update(`${kind}\0${root}`).digest('hex').slice(0, 32)}.json`;
-}
-
-async function registerRoots(journalDir: string, roots: ReadonlyMap<string, RootKind>): Promise<void> {
-  const dir = path.join(journalDir, ROOTS_DIR);
-  await fs.mkdir(dir, { mode: 0o700 }).catch((err: unknown) => {
-    if (!(err instanceof Error && 'code' in err && err.code === 'EEXIST')) throw err;
-  });
-  for (const [root, kind] of roots) await writeOwnFile(dir, registrationName(root, kind), `${JSON.stringify({ root, kind })}\n`);
-}
-
-/** Every root registered in the journal directory (unreadable or malformed registrations are skipped). */
-async function registeredRoots(journalDir: string): Promise<Map<string, RootKind>> {
-  const dir = path.join(journalDir, ROOTS_DIR);
-  const roots = new Map<string, RootKind>();
-  for (const name of await fs.readdir(dir).catch(() => [] as string[])) {
-    if (!name.endsWith('.json')) continue;
-    let raw: unknown;
-    try {
-      const handle = await fs.open(path.join(dir, name), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
-      try {
-        raw = JSON.parse(await handle.readFile('utf8'));
-      } finally {
-        await handle.close();
-      }
-    } catch {
-      continue;
-    }
-    const r = RegisteredRoot.safeParse(raw);
-    // A path registered as a scratch directory by anyone is held to the stricter rules.
-    if (r.success && roots.get(r.data.root) !== 'scratch') roots.set(r.data.root, r.data.kind);
-  }
-  return roots;
 }
 
 export interface JournalOptions {
@@ -488,130 +337,5 @@ export class Journal {
     if (stored.pidNs !== this.pidNs) return false;
     // We never write such entries: one with our pid is an earlier process's whose pid was reused.
     return stored.pid === process.pid || !processAlive(stored.pid);
-  }
-}
-
-/** Undoes one change inside `root` (for paths and mounts). Idempotent: undoing what is already gone succeeds. */
-async function undoAt(entry: JournalEntry, root: string | undefined): Promise<void> {
-  switch (entry.kind) {
-    case 'sysctl': {
-      // A value that never changed (the write was refused: no root, a read-only /proc/sys) or
-      // was put back already has nothing to undo; writing it would fail for the same reason.
-      const now = await fs.readFile(entry.path, 'utf8').catch(() => null);
-      if (now !== null && now.trim() === entry.original.trim()) return;
-      await fs.writeFile(entry.path, entry.original);
-      return;
-    }
-    case 'mount': {
-      if (root === undefined) throw new FsbenchError('INTERNAL', `${entry.target} lies in no root of the journal`);
-      for (let attempt = 0; ; attempt++) {
-        const mounted = (await readMounts()).some((m) => m.point === entry.target);
-        if (!mounted) return;
-        try {
-          // A process that just exited may still hold the mount busy for a moment: detach it at last.
-          await unmountBeneath(root, entry.target, attempt >= 20);
-          return;
-        } catch (err) {
-          if (!(err instanceof HostfsRefusal && err.code === 'BUSY') || attempt >= 20) throw err;
-          await sleep(50);
-        }
-      }
-    }
-    case 'loop': {
-      const { stdout } = await exec('losetup', ['-a']).catch(() => ({ stdout: '' }));
-      if (!stdout.split('\n').some((l) => l.startsWith(`${entry.device}:`))) return;
-      await exec('losetup', ['-d', entry.device]);
-      return;
-    }
-    case 'path':
-      if (root === undefined) throw new FsbenchError('INTERNAL', `${entry.path} lies in no root of the journal`);
-      await removeBeneath(root, entry.path);
-      return;
-    case 'cgroup':
-      await removeCgroup(entry.path);
-      return;
-  }
-}
-
-/**
- * Removes a cgroup directory a run made: whatever processes are still in it (a watcher that
- * outlived a killed run) go back to its parent first, and a process still exiting may keep it
- * busy for a moment. Only inside a mounted cgroup filesystem: never rmdir anything else.
- */
-async function removeCgroup(dir: string): Promise<void> {
-  const mounted = (await readMounts()).some((m) => (m.type === 'cgroup' || m.type === 'cgroup2') && dir.startsWith(`${m.point}/`));
-  if (!mounted) throw new FsbenchError('INTERNAL', `${dir} lies in no mounted cgroup filesystem`);
-  for (let attempt = 0; ; attempt++) {
-    const procs = await fs.readFile(path.join(dir, 'cgroup.procs'), 'utf8').catch((err: unknown) => {
-      if (errnoOf(err) === 'ENOENT') return null;
-      throw err;
-    });
-    if (procs === null) return;
-    for (const pid of procs.split('\n').filter((l) => /^\d+$/.test(l))) {
-      await fs.writeFile(path.join(path.dirname(dir), 'cgroup.procs'), `${pid}\n`).catch(() => undefined);
-    }
-    try {
-      await fs.rmdir(dir);
-      return;
-    } catch (err) {
-      const code = errnoOf(err);
-      if (code === 'ENOENT') return;
-      if (code !== 'EBUSY' || attempt >= 40) throw err;
-      await sleep(50);
-    }
-  }
-}
-
-export function describe(entry: JournalEntry): string {
-  switch (entry.kind) {
-    case 'sysctl':
-      return `${entry.path} = ${entry.original.trim()}`;
-    case 'mount':
-      return `mount ${entry.target}`;
-    case 'loop':
-      return `loop device ${entry.device}`;
-    case 'path':
-      return `path ${entry.path}`;
-    case 'cgroup':
-      return `cgroup ${entry.path}`;
-  }
-}
-
-/**
- * The changes one run makes, undone in reverse order by `dispose()` whatever happened. Each
- * change is journaled before it is made and forgotten only once it has been undone.
- */
-export class Teardown {
-  private readonly stack: { entry: JournalEntry; handle: string }[] = [];
-
-  constructor(readonly journal: Journal) {}
-
-  /** Journals `entry`, then makes the change; if making it fails, undoes whatever part of it happened. */
-  async add<T>(entry: JournalEntry, make: () => Promise<T>): Promise<T> {
-    const handle = await this.journal.record(entry);
-    this.stack.push({ entry, handle });
-    return make();
-  }
-
-  /** Undoes every change, newest first; reports every failure together after trying them all. */
-  async dispose(): Promise<void> {
-    const failures: string[] = [];
-    while (this.stack.length > 0) {
-      const item = this.stack.pop();
-      if (!item) break;
-      try {
-        await this.journal.undo(item.entry);
-        await this.journal.forget(item.handle);
-      } catch (err) {
-        this.journal.release(item.handle);
-        failures.push(`${describe(item.entry)}: ${messageOf(err)}`);
-      }
-    }
-    if (failures.length > 0) {
-      throw new FsbenchError(
-        'INTERNAL',
-        `could not undo every change of the run (the next start retries from the journal): ${failures.join('; ')}`,
-      );
-    }
   }
 }

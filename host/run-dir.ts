@@ -9,7 +9,7 @@ import { mkdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { FsbenchError, messageOf } from '../contract/errors.js';
-import type { Teardown } from './journal.js';
+import type { Teardown } from './teardown.js';
 
 const exec = promisify(execFile);
 

@@ -5,7 +5,8 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { errnoOf, FsbenchError, messageOf } from '../contract/errors.js';
-import type { KnownSysctl, Teardown } from './journal.js';
+import type { KnownSysctl } from './journal-entry.js';
+import type { Teardown } from './teardown.js';
 
 /** The number a /proc/sys file holds (LIMIT_WRITE_FAILED when it holds anything else). */
 export async function readSysctl(file: KnownSysctl): Promise<number> {

@@ -9,7 +9,8 @@ import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
 import type { Histogram } from '../contract/result.js';
-import { Teardown, type Journal } from '../host/journal.js';
+import type { Journal } from '../host/journal.js';
+import { Teardown } from '../host/teardown.js';
 
 /**
  * A cell this host cannot measure at all, found only when the run tries (the kernel refuses a

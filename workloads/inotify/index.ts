@@ -9,7 +9,7 @@ import type { Cell } from '../../contract/matrix.js';
 import { paramsSchema } from '../../contract/params.js';
 import { formatSize } from '../../contract/units.js';
 import { inotifySpecs, type InotifyMetrics } from '../../contract/workloads/inotify/index.js';
-import { Teardown } from '../../host/journal.js';
+import { Teardown } from '../../host/teardown.js';
 import { cellParams, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { applyFanotifyLimits, applyLimits } from './limits.js';
 import { KernelRefusal, runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';

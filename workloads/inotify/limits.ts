@@ -6,7 +6,8 @@
 import type { InotifyLimits } from '../../contract/fingerprint.js';
 import { errnoOf, FsbenchError } from '../../contract/errors.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
-import type { KnownSysctl, Teardown } from '../../host/journal.js';
+import type { KnownSysctl } from '../../host/journal-entry.js';
+import type { Teardown } from '../../host/teardown.js';
 import { readSysctl, setSysctl } from '../../host/sysctl.js';
 
 const SYSCTL: Readonly<Record<keyof InotifyLimits, KnownSysctl>> = {

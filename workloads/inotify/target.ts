@@ -1,6 +1,6 @@
 /** The directory a run's files live in: a private tmpfs, or a fresh subdirectory of a path. */
 import { filesystemType } from '../../host/kernel.js';
-import type { Teardown } from '../../host/journal.js';
+import type { Teardown } from '../../host/teardown.js';
 import { makeRunDirectory, mountPrivateTmpfs } from '../../host/run-dir.js';
 import { resolveAllowedTarget } from '../../host/safe-dir.js';
 

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { errnoOf, FsbenchError, messageOf } from '../../contract/errors.js';
 import { formatSize } from '../../contract/units.js';
 import { filesystemType, readMounts, type Mount } from '../../host/kernel.js';
-import type { Teardown } from '../../host/journal.js';
+import type { Teardown } from '../../host/teardown.js';
 import { makeRunDirectory } from '../../host/run-dir.js';
 import { resolveAllowedTarget } from '../../host/safe-dir.js';
 import { command } from './command.js';

@@ -7,7 +7,7 @@ import { FsbenchError } from '../../contract/errors.js';
 import type { Cell } from '../../contract/matrix.js';
 import { formatSize } from '../../contract/units.js';
 import { METADATA_PHASES } from '../../contract/workloads/metadata/index.js';
-import { Teardown } from '../../host/journal.js';
+import { Teardown } from '../../host/teardown.js';
 import { cellParams, withTeardown, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { dropCaches } from './caches.js';
 import { prepareFilesystem, type TestFilesystem } from './filesystem.js';

@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { access, lstat, mkdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { messageOf } from '../../contract/errors.js';
-import type { Teardown } from '../../host/journal.js';
+import type { Teardown } from '../../host/teardown.js';
 import { readMounts } from '../../host/kernel.js';
 
 export type AccountingMethod = 'memcg-v2' | 'memcg-v1' | 'meminfo';

@@ -8,7 +8,7 @@
 import { FsbenchError } from '../../contract/errors.js';
 import type { WatchesMetrics } from '../../contract/workloads/watches/index.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
-import type { Teardown } from '../../host/journal.js';
+import type { Teardown } from '../../host/teardown.js';
 import { withTeardown, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { watchesHostNeeds } from './budget.js';
 import { markCache, prepareAccounting, type Accounting } from './accounting.js';

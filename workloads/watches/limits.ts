@@ -5,7 +5,8 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { FsbenchError } from '../../contract/errors.js';
-import type { KnownSysctl, Teardown } from '../../host/journal.js';
+import type { KnownSysctl } from '../../host/journal-entry.js';
+import type { Teardown } from '../../host/teardown.js';
 import { readSysctl, setSysctl } from '../../host/sysctl.js';
 
 export const MAX_USER_WATCHES: KnownSysctl = '/proc/sys/fs/inotify/max_user_watches';

@@ -5,7 +5,7 @@
  */
 import { realpath } from 'node:fs/promises';
 import { filesystemType } from '../../host/kernel.js';
-import type { Teardown } from '../../host/journal.js';
+import type { Teardown } from '../../host/teardown.js';
 import { makeRunDirectory, mountPrivateTmpfs } from '../../host/run-dir.js';
 import { runWatchesNative, BuildOutput } from './native.js';
 
