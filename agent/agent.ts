@@ -114,7 +114,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   // The key that signs this agent's reports: in a directory only root controls, like the scratch.
   const stateDir = await ensureSafeDir(hostStateDir(s.stateDir ?? path.join(s.scratch, 'agent'), hostId), STATE_PURPOSE);
   const identity = await loadOrCreateAgentKey(stateDir);
-  // Once enrolled, the name the approval binds the key to (`fsbench agents rename` changes it).
+  // Once enrolled, the name the approval binds the key to.
   let machine = await machineName(s, log);
   const agentId = `${machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
   // Sandbox mode needs a Docker engine; without one, container.* cells fail with SANDBOX_UNAVAILABLE.

@@ -260,7 +260,7 @@ export function registerRemoteCommands(program: Command): void {
 
   const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled, waiting for approval or revoked'), CLIENT_SETTINGS)
     .option('--json', 'print the JSON answer')
-    .option('--history', 'list every change to who is enrolled instead (token used, approval, revocation, rotation, rename): when, who, what')
+    .option('--history', 'list every change to who is enrolled instead (token used, approval, approval taken in, revocation): when, who, what')
     .action(async (opts: Record<string, unknown>) => {
       if (opts['history'] === true) {
         await printHistory(clientFromSettings(opts), opts['json'] === true);

@@ -144,7 +144,7 @@ export const AgentKeyView = z.object({
   machine: z.string(),
   labels: z.array(z.string()),
   state: z.enum(['pending', 'enrolled', 'revoked']),
-  via: z.enum(['approval', 'token', 'rotation', 'import']).nullable(),
+  via: z.enum(['approval', 'token', 'import']).nullable(),
   firstSeen: z.iso.datetime(),
   enrolledAt: z.iso.datetime().nullable(),
   revokedAt: z.iso.datetime().nullable(),
@@ -154,8 +154,8 @@ export type AgentKeyView = z.infer<typeof AgentKeyView>;
 /** One change to who is enrolled, as `GET /v1/agents/history` lists it (newest first). */
 export const AuditEntryView = z.object({
   at: z.iso.datetime(),
-  actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token or a rotation), or `coordinator`'),
-  action: z.enum(['enroll-token', 'approve', 'import', 'revoke', 'rotate', 'rename']),
+  actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token), or `coordinator`'),
+  action: z.enum(['enroll-token', 'approve', 'import', 'revoke']),
   key: z.string(),
   hostId: z.string(),
   machine: z.string(),

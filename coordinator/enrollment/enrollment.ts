@@ -253,7 +253,7 @@ export class Enrollment {
 
   /** Enrolls a key, audits and logs it; undefined when it was revoked (it stays so). */
   private enroll(k: AnnouncedKey, via: EnrolledVia, approval: ApprovalRecord, actor: string, detail: string): HeldKey | undefined {
-    const action: AuditAction = via === 'token' ? 'enroll-token' : via === 'rotation' ? 'rotate' : via === 'import' ? 'import' : 'approve';
+    const action: AuditAction = via === 'token' ? 'enroll-token' : via === 'import' ? 'import' : 'approve';
     const row = this.deps.store.agentKeys.enroll(k, via, approval, { actor, action, detail });
     if (!row) return undefined;
     this.remember(row);

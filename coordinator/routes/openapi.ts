@@ -151,7 +151,7 @@ export function openApiDocument(version: string): JsonSchema {
       },
       '/v1/agents/history': {
         get: {
-          summary: 'Every change to who is enrolled (token used, approval, revocation, rotation, rename), newest first: who, what, when',
+          summary: 'Every change to who is enrolled (token used, approval, approval taken in, revocation), newest first: who, what, when',
           responses: { '200': { description: '{ changes }', content: json(ref('EnrollmentHistory')) }, ...readErrors() },
         },
       },

@@ -22,8 +22,8 @@ export interface AgentKeyRow {
   revoked_at: number | null;
 }
 
-/** How a key came to be enrolled: an operator's approval, a token, the key it replaced, or an approval this coordinator signed before its database lost the row. */
-export type EnrolledVia = 'approval' | 'token' | 'rotation' | 'import';
+/** How a key came to be enrolled: an operator's approval, a token, or an approval this coordinator signed that its database had no record of. */
+export type EnrolledVia = 'approval' | 'token' | 'import';
 
 /** The approval signed for an enrolled key: its id and until when it holds. */
 export interface ApprovalRecord {
@@ -42,7 +42,7 @@ export interface AuditRow {
   readonly machine: string;
   readonly detail: string;
 }
-export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke' | 'rotate' | 'rename';
+export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke';
 
 /** An agent key as announced: what a pending or enrolled row records of it. */
 export interface AnnouncedKey {

@@ -65,8 +65,8 @@ CREATE TABLE IF NOT EXISTS cell_plans (
   PRIMARY KEY (matrix_id, cell_id, target)
 ) WITHOUT ROWID;
 ${AGENT_KEYS_TABLE('agent_keys')}
--- Every change to who is enrolled (a token used, an approval, a revocation, a rotation, a
--- rename), in order: what \`fsbench agents --history\` lists. A few rows per host, never trimmed.
+-- Every change to who is enrolled (a token used, an approval, an approval taken in, a
+-- revocation), in order: what \`fsbench agents --history\` lists. A few rows per host, never trimmed.
 CREATE TABLE IF NOT EXISTS enrollment_audit (
   id INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
   key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, detail TEXT NOT NULL
