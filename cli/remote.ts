@@ -151,10 +151,10 @@ async function printHistory(client: CoordinatorClient, json: boolean): Promise<v
 export function registerRemoteCommands(program: Command): void {
   withSettings(
     program.command('coordinator').description('Run the coordinator: REST API, queues, results database'),
-    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
+    ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'maxReads', 'readQueue', 'readLimit', 'maxReadRuns', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
   ).action(async (opts: Record<string, unknown>) => {
     const s = loadSettings(
-      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
+      ['redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'port', 'host', 'token', 'readAuth', 'allowedHosts', 'writeLimit', 'dataDir', 'maxAttempts', 'maxBody', 'maxRuns', 'maxDuration', 'maxQueued', 'hostTimeout', 'maxDownloads', 'maxStreams', 'maxReads', 'readQueue', 'readLimit', 'maxReadRuns', 'jobKeyCopy', 'jobTtl', 'enrollTokenCopy'],
       opts,
     );
     // Loaded here, not at the top: an agent or a CLI command never loads the coordinator's

@@ -36,6 +36,7 @@ export const ERRORS = {
   MATRIX_INVALID: { status: 400, exit: 2, doc: 'the matrix does not follow the schema, or a value is out of range; `issues` name each field' },
   MATRIX_TOO_LARGE: { status: 400, exit: 2, doc: 'the matrix expands to more cells or runs than allowed (FSBENCH_MAX_RUNS on a coordinator)' },
   MATRIX_TOO_LONG: { status: 422, exit: 2, doc: 'the matrix would take longer than FSBENCH_MAX_DURATION: split it or shorten its runs' },
+  READ_TOO_LARGE: { status: 422, exit: 2, doc: 'a comparison or gate would read more stored runs than FSBENCH_MAX_READ_RUNS (both sides together): compare smaller matrices or fewer machines, or raise the setting' },
   MATRIX_FILE_UNREADABLE: { status: 400, exit: 2, doc: 'the matrix file cannot be read' },
   CONFIG_INVALID: { status: 400, exit: 2, doc: 'a flag, a setting or an input file is invalid' },
   REDIS_EVICTS: { status: 500, exit: 2, doc: "Redis's maxmemory-policy lets it delete keys when full (anything but noeviction), which would lose queued runs silently: the coordinator does not start until it is noeviction" },
@@ -53,7 +54,8 @@ export const ERRORS = {
   QUEUE_FULL: { status: 503, exit: 75, doc: 'FSBENCH_MAX_QUEUED runs are waiting already; `Retry-After` says when to try again' },
   UNAVAILABLE: { status: 503, exit: 75, doc: 'Redis or the coordinator does not answer; try again' },
   TOO_DISTURBED: { status: 503, exit: 75, doc: 'every run of a side was flagged for interference and left out (--exclude-flagged, excludeFlagged): nothing to judge; run again when the machine is quieter' },
-  RATE_LIMITED: { status: 429, exit: 75, doc: 'this client sent more writes than FSBENCH_WRITE_LIMIT allows per minute; `Retry-After` says when to try again' },
+  RATE_LIMITED: { status: 429, exit: 75, doc: 'this client sent more writes than FSBENCH_WRITE_LIMIT, or more comparisons, gates and history reads than FSBENCH_READ_LIMIT, allows per minute; `Retry-After` says when to try again' },
+  READS_BUSY: { status: 429, exit: 75, doc: 'FSBENCH_MAX_READS comparisons, gates and history reads are being computed and FSBENCH_READ_QUEUE more wait for their turn already; `Retry-After` says when to try again' },
   // Runs that did not finish.
   CANCELLED: { status: 499, exit: 3, doc: 'the run or the matrix was cancelled' },
   ABANDONED: { status: 500, exit: 3, doc: 'the run was given up: its agents died or abandoned it FSBENCH_MAX_ATTEMPTS times, or its host had no live agent for FSBENCH_HOST_TIMEOUT' },

@@ -9,7 +9,8 @@ import { History } from './history/index.js';
 import { edgeIn, edgeOut, requireRead, requireWrite } from './http/index.js';
 import { coordinatorMetrics, type CoordinatorMetrics } from './metrics/index.js';
 import {
-  agentsRouter, compareRouter, dashboardRouter, historyRouter, matricesRouter, probesRouter, resultsUploadRouter, type MatricesDeps, type ProbeDeps,
+  agentsRouter, compareRouter, dashboardRouter, historyRouter, matricesRouter, probesRouter, Reads, resultsUploadRouter, type MatricesDeps, type ProbeDeps,
+  type ReadSettings,
 } from './routes/index.js';
 import { storeResultSink, storeRunSource } from './store/index.js';
 
@@ -20,6 +21,8 @@ export interface AppDeps extends MatricesDeps, ProbeDeps {
   readonly logger?: Logger;
   /** Most writes per client address per minute (FSBENCH_WRITE_LIMIT); unlimited when not given or 0. */
   readonly writeLimit?: number;
+  /** How many comparisons, gates and history reads are computed at once, wait, and may be asked for (routes/reads.ts); the defaults, without a rate limit, when not given. */
+  readonly reads?: ReadSettings;
 }
 
 /** Uploaded result files may be far larger than a matrix; they are still bounded. */
@@ -40,8 +43,10 @@ export function buildApp(d: AppDeps): Express {
 
   const read = requireRead(d.auth);
   const history = new History(d.store);
-  app.use(compareRouter({ source: storeRunSource(d.store), history, read }));
-  app.use(historyRouter({ history, read }));
+  // Costly reads: off the event loop, a few at once, rate-limited per client.
+  const reads = new Reads(d.store, d.reads);
+  app.use(compareRouter({ source: storeRunSource(d.store), history, read, reads }));
+  app.use(historyRouter({ history, read, reads }));
   app.use(resultsUploadRouter({ sink: storeResultSink(d.store), write: requireWrite(d.auth), maxBody: Math.max(d.limits.maxBody, MAX_UPLOAD_BYTES) }));
   app.use((d.metrics ?? coordinatorMetrics(d)).router);
   app.use(dashboardRouter({ read }));

@@ -44,6 +44,19 @@ export interface CoordinatorSettings extends RedisChannel {
   readonly maxDownloads?: number;
   /** FSBENCH_MAX_STREAMS; the settings table's default when omitted. */
   readonly maxStreams?: number;
+  /** FSBENCH_MAX_READS; the settings table's default when omitted. */
+  readonly maxReads?: number;
+  /** FSBENCH_READ_QUEUE; the settings table's default when omitted. */
+  readonly readQueue?: number;
+  /** FSBENCH_READ_LIMIT; comparisons, gates and history reads are not rate-limited when not given (tests that embed a coordinator). */
+  readonly readLimit?: number;
+  /** FSBENCH_MAX_READ_RUNS; the settings table's default when omitted. */
+  readonly maxReadRuns?: number;
+  /**
+   * Comparisons, gates and history computed on the event loop (within the same limits): only to
+   * measure what the read threads spare it (tests/reads.test.ts), deliberately not a setting.
+   */
+  readonly readsOnEventLoop?: boolean;
   /** FSBENCH_JOB_KEY_COPY: another file to write the public job key to, for agents (compose). */
   readonly jobKeyCopy?: string | undefined;
   /** FSBENCH_JOB_TTL; the settings table's default when omitted. */
@@ -243,6 +256,7 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
     log,
     logger,
     writeLimit: s.writeLimit,
+    reads: { maxReads: s.maxReads, readQueue: s.readQueue, readLimit: s.readLimit, maxReadRuns: s.maxReadRuns, onEventLoop: s.readsOnEventLoop },
     metrics,
     enrollment,
     redisHealth: () => health.view(),

@@ -363,6 +363,40 @@ export const SETTINGS = {
     default: '256',
     doc: 'Most progress event streams (`GET /v1/matrices/:id/events`) open at once; more are refused with 503 and `Retry-After`.',
   },
+  maxReads: {
+    env: 'FSBENCH_MAX_READS',
+    flag: '--max-reads <n>',
+    schema: z.coerce.number().int().min(1).max(64).default(2),
+    default: '2',
+    doc:
+      'Most comparisons, gates and history reads (`GET /v1/compare`, `/v1/gate`, `/v1/history`) computed at once, each on a worker thread of its own, ' +
+      'off the thread that answers `/livez` and stores results; more wait in line (FSBENCH_READ_QUEUE).',
+  },
+  readQueue: {
+    env: 'FSBENCH_READ_QUEUE',
+    flag: '--read-queue <n>',
+    schema: z.coerce.number().int().min(0).max(10_000).default(32),
+    default: '32',
+    doc: 'Most comparisons, gates and history reads waiting for their turn beyond FSBENCH_MAX_READS; more are refused with 429 `READS_BUSY` and `Retry-After`.',
+  },
+  readLimit: {
+    env: 'FSBENCH_READ_LIMIT',
+    flag: '--read-limit <n>',
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(120),
+    default: '120',
+    doc:
+      'Most comparisons, gates and history reads one client address may ask for per minute, counted together; more are refused with 429 `RATE_LIMITED` ' +
+      "and `Retry-After`. 0 turns the limit off. Behind a reverse proxy every client shares the proxy's address.",
+  },
+  maxReadRuns: {
+    env: 'FSBENCH_MAX_READ_RUNS',
+    flag: '--max-read-runs <n>',
+    schema: z.coerce.number().int().min(1).max(100_000_000).default(200_000),
+    default: '200000',
+    doc:
+      'Most stored runs one comparison or gate reads, both sides together (a `history:NAME` baseline counts the runs of its matrices); more is refused ' +
+      'with 422 `READ_TOO_LARGE` before the runs are read. The default covers two matrices of the most runs FSBENCH_MAX_RUNS allows by default; a comparison takes about 2 KiB of memory and 20 us per run it reads.',
+  },
 } as const satisfies Record<string, Setting<z.ZodType>>;
 
 type Settings = typeof SETTINGS;

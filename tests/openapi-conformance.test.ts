@@ -483,6 +483,20 @@ async function limitAnswers(conf: Conformance): Promise<void> {
   await exchange(conf, limited.url, '/v1/agents/revoke', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/tokens', 429, { method: 'POST', headers: jsonType, body: '{}' });
 
+  // Comparisons, gates and history: past FSBENCH_MAX_READ_RUNS, then past FSBENCH_READ_LIMIT.
+  const reads = await cluster.coordinator({ readLimit: 3, maxReadRuns: 1 });
+  const sides = await Promise.all(['left', 'right'].map(async (name) => {
+    const answer = await exchange(conf, reads.url, '/v1/results', 201, { method: 'POST', headers: ndjsonType, body: uploadBody('lab', name) });
+    return Upload.parse(JSON.parse(answer.body)).matrices[0]?.id ?? '';
+  }));
+  const pair = `baseline=${sides[0] ?? ''}&candidate=${sides[1] ?? ''}`;
+  await exchange(conf, reads.url, `/v1/compare?${pair}`, 422);
+  await exchange(conf, reads.url, `/v1/gate?${pair}`, 422);
+  await exchange(conf, reads.url, '/v1/history?name=left', 200);
+  await exchange(conf, reads.url, `/v1/compare?${pair}`, 429);
+  await exchange(conf, reads.url, `/v1/gate?${pair}`, 429);
+  await exchange(conf, reads.url, '/v1/history?name=left', 429);
+
   const full = await cluster.coordinator({ maxQueued: 1 });
   await exchange(conf, full.url, '/v1/matrices', 503, { method: 'POST', headers: jsonType, body: matrixJson({ params: { value: [1, 2] } }) });
 }

@@ -3,6 +3,7 @@
  * request's own logger for what is logged while it is answered), security headers (helmet), a
  * rate limit on writes, and for open reads a Host header that names this machine (auth.ts,
  * against DNS rebinding); after every route, 404 for what none answered and the one error handler.
+ * The rate limit on costly reads (readLimiter) is put by their routes before them.
  */
 import { randomUUID } from 'node:crypto';
 import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
@@ -73,15 +74,16 @@ function accessLog(logger: Logger, auth: AuthConfig): RequestHandler {
 }
 
 /**
- * Writes (any method but GET, HEAD, OPTIONS) per client address, counted before auth so that
- * guessing the token is bounded too. The socket's address is the client: forwarded headers are
- * not believed, so behind a proxy all clients share one budget.
+ * Requests per client address per minute, of those `counts` picks; more are refused with 429
+ * RATE_LIMITED and Retry-After, naming `what` and the `setting` that raises the limit. The
+ * socket's address is the client: forwarded headers are not believed, so behind a proxy all
+ * clients share one budget.
  */
-function writeLimiter(limit: number): RequestHandler {
+function clientLimiter(limit: number, what: string, setting: string, counts: (req: Request) => boolean): RequestHandler {
   return rateLimit({
     windowMs: RATE_WINDOW_MS,
     limit,
-    skip: (req) => SAFE_METHODS.has(req.method),
+    skip: (req) => !counts(req),
     standardHeaders: 'draft-7',
     legacyHeaders: false,
     validate: { xForwardedForHeader: false },
@@ -92,13 +94,31 @@ function writeLimiter(limit: number): RequestHandler {
       next(
         new FsbenchError(
           'RATE_LIMITED',
-          `${req.method} ${pathOf(req.originalUrl)} refused: more than ${limit} writes in a minute from ${req.ip ?? 'this client'} (FSBENCH_WRITE_LIMIT on the coordinator); try again in ${retryAfter} s`,
+          `${req.method} ${pathOf(req.originalUrl)} refused: more than ${limit} ${what} in a minute from ${req.ip ?? 'this client'} (${setting} on the coordinator); try again in ${retryAfter} s`,
           [],
           { 'Retry-After': retryAfter },
         ),
       );
     },
   });
+}
+
+/** Writes (any method but GET, HEAD, OPTIONS), counted before auth so that guessing the token is bounded too. */
+function writeLimiter(limit: number): RequestHandler {
+  return clientLimiter(limit, 'writes', 'FSBENCH_WRITE_LIMIT', (req) => !SAFE_METHODS.has(req.method));
+}
+
+/**
+ * Reads that cost the coordinator CPU and memory (comparisons, gates, history), per client
+ * address per minute, in one budget for every route it is put before; unlimited when 0.
+ */
+export function readLimiter(limit: number): RequestHandler {
+  if (limit <= 0) {
+    return (_req, _res, next) => {
+      next();
+    };
+  }
+  return clientLimiter(limit, 'comparisons, gates and history reads', 'FSBENCH_READ_LIMIT', () => true);
 }
 
 export interface EdgeOptions {

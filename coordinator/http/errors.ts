@@ -63,6 +63,15 @@ export function describeError(err: unknown): DescribedError {
   return answer('INTERNAL', "internal error: the coordinator's log has the details");
 }
 
+/**
+ * The one answer when a part of the coordinator a route needs is not there (a router mounted
+ * without it, as the API's tests do): 503 UNAVAILABLE, saying what is missing, what needs it and
+ * how to have it, rather than a 500 that reads like a bug.
+ */
+export function absent(missing: string, neededFor: string, enable: string): FsbenchError {
+  return new FsbenchError('UNAVAILABLE', `this coordinator keeps no ${missing}, which ${neededFor} needs: ${enable}`);
+}
+
 export function errorHandler(log: (line: string) => void): ErrorRequestHandler {
   return (err: unknown, req, res, next) => {
     if (res.headersSent) {

@@ -7,7 +7,7 @@
 export { describeAuth, principalOf, requireRead, requireWrite, unguarded, type AuthConfig, type Principal } from './auth.js';
 export { matrixOf, readBody, type BodyKind } from './body.js';
 export { withDeadline } from './deadline.js';
-export { edgeIn, edgeOut, type EdgeOptions } from './edge.js';
-export { describeError, errorHandler, type DescribedError, type ErrorBody } from './errors.js';
+export { edgeIn, edgeOut, readLimiter, type EdgeOptions } from './edge.js';
+export { absent, describeError, errorHandler, type DescribedError, type ErrorBody } from './errors.js';
 export { logTo } from './request-log.js';
 export { Slots } from './slots.js';

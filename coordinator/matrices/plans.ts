@@ -13,24 +13,11 @@
 import { adaptiveRepetitions, maxRepetitions, type Matrix } from '../../contract/matrix.js';
 import { precisionVerdict, relativeHalfWidth } from '../../stats/precision.js';
 import type { MatrixRecord, PlanCell, Planned, Store, StoredRun } from '../store/index.js';
+import type { PrecisionSummary } from './answers.js';
 
 /** A run to queue because its cell is not precise enough yet. */
 export interface NextRun extends PlanCell {
   readonly repetition: number;
-}
-
-/** Where a matrix's cells stand (GET /v1/matrices/:id). */
-export interface PrecisionSummary {
-  readonly metric: string;
-  readonly target: number;
-  readonly minRepetitions: number;
-  readonly maxRepetitions: number;
-  readonly measuring: number;
-  readonly reached: number;
-  readonly atMaximum: number;
-  readonly stopped: number;
-  /** Cells that stopped at the maximum without the precision (the first MAX_IMPRECISE_SHOWN). */
-  readonly imprecise: readonly { readonly cellId: string; readonly target: string; readonly runs: number; readonly halfWidth: number | null }[];
 }
 
 const MAX_IMPRECISE_SHOWN = 100;

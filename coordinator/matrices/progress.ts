@@ -1,45 +1,22 @@
 /**
- * Where a matrix stands: its JSON shapes in the API (a summary for lists, a detail view with
- * progress per machine), the snapshot a progress event carries, and the hub that tells whoever
+ * Where a matrix stands: its answers in the API (a summary for lists, a detail view with
+ * progress per machine, shaped by answers.ts), the snapshot a progress event carries, and the hub that tells whoever
  * watches a matrix that it changed.
  */
-import { maxRepetitions, type Placement } from '../../contract/matrix.js';
+import { maxRepetitions } from '../../contract/matrix.js';
+import type { MachineProgress, MatrixDetail, MatrixSummary } from './answers.js';
 import { precisionSummary } from './plans.js';
 import type { MatrixRecord, MatrixState, Store } from '../store/index.js';
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-export interface Progress {
-  readonly expected: number;
-  readonly stored: number;
-  readonly ok: number;
-  readonly failed: number;
-  readonly skipped: number;
-  /** stored / expected, 0..1. */
-  readonly fraction: number;
-}
-
-export interface MatrixSummary {
-  readonly id: string;
-  readonly name: string;
-  readonly workload: string;
-  readonly state: MatrixState;
-  readonly placement: Placement;
-  readonly cells: number;
-  readonly runs: number;
-  readonly createdAt: string;
-  readonly startedAt: string | null;
-  readonly finishedAt: string | null;
-  readonly progress: Progress;
-  readonly links: { readonly self: string; readonly events: string; readonly results: string };
-}
 
 export function summaryOf(m: MatrixRecord): MatrixSummary {
   const self = `/v1/matrices/${m.id}`;
   return {
     id: m.id,
     name: m.name,
-    workload: m.workload,
+    // The spec's: the same name, typed as the workloads' enum.
+    workload: m.spec.workload,
     state: m.state,
     placement: m.placement,
     cells: m.cellCount,
@@ -59,21 +36,9 @@ export function summaryOf(m: MatrixRecord): MatrixSummary {
   };
 }
 
-export interface MachineProgress {
-  readonly machine: string;
-  /** The host the placement targeted, or `any`. */
-  readonly target: string;
-  /** Runs placed on this host; null under `any`, where no host has a share. */
-  readonly expected: number | null;
-  readonly stored: number;
-  readonly ok: number;
-  readonly failed: number;
-  readonly skipped: number;
-}
-
 const MAX_FAILURES_SHOWN = 20;
 
-export function detailOf(store: Store, m: MatrixRecord) {
+export function detailOf(store: Store, m: MatrixRecord): MatrixDetail {
   const byMachine = new Map<string, { machine: string; target: string; stored: number; ok: number; failed: number; skipped: number }>();
   for (const r of store.progressByMachine(m.id)) {
     const key = `${r.target}\u0000${r.machine}`;
@@ -100,7 +65,7 @@ export function detailOf(store: Store, m: MatrixRecord) {
     ...(m.spec.seed === undefined ? {} : { seed: m.spec.seed }),
     warmup: m.spec.warmup,
     precision: precisionSummary(store, m),
-    targets: m.targets,
+    targets: [...m.targets],
     estimatedDurationMs: m.estimatedMs,
     machines,
     failures: store.failures(m.id, MAX_FAILURES_SHOWN).map((r) => ({

@@ -18,6 +18,7 @@ import { enqueueRequest, resolveTargets, type EnqueueRequest } from './dispatch.
 import { planMatrix } from './estimate.js';
 import type { Enrollment } from '../enrollment/index.js';
 import { withDeadline } from '../http/index.js';
+import type { Submitted } from './answers.js';
 import type { CoordinatorParts } from './parts.js';
 import { summaryOf } from './progress.js';
 
@@ -29,7 +30,7 @@ const KEY = /^[\x21-\x7e]{1,200}$/;
 export interface SubmitAnswer {
   readonly status: number;
   readonly location: string;
-  readonly body: unknown;
+  readonly body: Submitted;
 }
 
 export interface Limits {
@@ -77,7 +78,7 @@ export class Submissions {
     const prior = this.d.store.answerFor(key);
     if (prior) {
       if (prior.requestHash !== hash) throw conflict();
-      return { status: prior.status, ...(JSON.parse(prior.answer) as { location: string; body: unknown }) };
+      return { status: prior.status, ...(JSON.parse(prior.answer) as { location: string; body: Submitted }) };
     }
     const running = this.inflight.get(key);
     if (running) {

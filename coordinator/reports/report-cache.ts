@@ -2,13 +2,12 @@
  * A stored matrix's report, built off the event loop. Building it costs seconds of CPU for a
  * large matrix (2.5 s for 20,000 runs with histograms here), which on the event loop would stall
  * every other request, /healthz included. So results answers get it from one worker thread with
- * its own connection to the database, once per matrix version however many clients ask
- * (ReportCache), which keeps the latest renderings.
+ * its own connection to the database (off-thread.ts), built once per matrix version however many
+ * clients ask and in however many renderings: the thread keeps the latest build of each matrix,
+ * and ReportCache the latest renderings.
  */
-import path from 'node:path';
-import { parentPort, Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import { FsbenchError, isErrorCode, toFsbenchError, messageOf } from '../../contract/errors.js';
+import { FsbenchError } from '../../contract/errors.js';
 import { adaptiveRepetitions } from '../../contract/matrix.js';
 import { buildReport } from '../../report/build.js';
 import { render } from '../../report/export/index.js';
@@ -16,13 +15,8 @@ import { MAX_HTML_CELLS, renderHtmlReport } from '../../report/html.js';
 import { htmlAssets } from '../../report/html-assets.js';
 import type { Report } from '../../report/model.js';
 import { exportableReport, pageDoc } from '../../report/results-view.js';
-import { Store, storeRunSource, type MatrixRecord } from '../store/index.js';
-
-/**
- * The report thread ends after this long without work: its heap, a few hundred MB after a large
- * report, goes back to the system, for about 0.3 s of start-up the next time.
- */
-const REPORT_THREAD_IDLE_MS = 5000;
+import { storeRunSource, type MatrixRecord, type Store } from '../store/index.js';
+import { OffThread, serveJobs, type Done } from './off-thread.js';
 
 /** Bytes of rendered reports kept per coordinator (a 2,000-cell report is about 13 MB of JSON). */
 const REPORT_CACHE_BYTES = 64 * 1024 ** 2;
@@ -48,161 +42,111 @@ export function matrixReport(store: Store, m: MatrixRecord): Report {
 const RENDERINGS = ['fragment', 'table', 'md', 'csv', 'html', 'document'] as const;
 export type Rendering = (typeof RENDERINGS)[number];
 
+/** Estimated bytes of built reports the report thread keeps, by their size as JSON. */
+const REPORT_BUILDS_BYTES = 64 * 1024 ** 2;
+
+/**
+ * The latest built report of each matrix this thread was asked for, by matrix version (stored
+ * runs, state: what changes its title and numbers), the least recently used dropped past
+ * REPORT_BUILDS_BYTES: every rendering of one version (the page, its CSV, its Markdown, the JSON
+ * in a results page) is rendered from one build, which is what costs (seconds for 20,000 runs);
+ * rendering one is a small part of that.
+ */
+const builtReports = new Map<string, { readonly version: string; readonly report: Report; readonly size: number }>();
+let builtBytes = 0;
+
+function keepBuilt(key: string, entry: { readonly version: string; readonly report: Report; readonly size: number }): void {
+  const old = builtReports.get(key);
+  if (old) {
+    builtReports.delete(key);
+    builtBytes -= old.size;
+  }
+  if (entry.size > REPORT_BUILDS_BYTES) return;
+  builtReports.set(key, entry);
+  builtBytes += entry.size;
+  for (const [k, e] of builtReports) {
+    if (builtBytes <= REPORT_BUILDS_BYTES) break;
+    builtReports.delete(k);
+    builtBytes -= e.size;
+  }
+}
+
+/** `m`'s report, built once per matrix version on this thread; `built` says whether this call built it. */
+function builtReport(store: Store, m: MatrixRecord): { readonly report: Report; readonly built: boolean } {
+  const key = `${store.file}\u0000${m.id}`;
+  const version = `${m.storedRuns}\u0000${m.state}`;
+  const hit = builtReports.get(key);
+  if (hit?.version === version) {
+    builtReports.delete(key);
+    builtReports.set(key, hit);
+    return { report: hit.report, built: false };
+  }
+  const report = matrixReport(store, m);
+  keepBuilt(key, { version, report, size: JSON.stringify(report).length });
+  return { report, built: true };
+}
+
+/** A rendering of `report`: the work after the build. */
+function renderBuilt(report: Report, m: MatrixRecord, as: Rendering): string {
+  if (as === 'html') return renderHtmlReport(report, htmlAssets(), { description: m.spec.description, source: `matrix ${m.id} on the coordinator` });
+  if (as === 'document') return JSON.stringify({ document: pageDoc(report, MAX_HTML_CELLS) });
+  const exportable = exportableReport(report);
+  return as === 'fragment' ? JSON.stringify(exportable.json()) : render(as, exportable);
+}
+
+/** A rendering of `m` built afresh, as a results answer carries it (without the cache). */
 export function renderReport(store: Store, m: MatrixRecord, as: Rendering): string {
-  if (as === 'html') return renderHtmlReport(matrixReport(store, m), htmlAssets(), { description: m.spec.description, source: `matrix ${m.id} on the coordinator` });
-  if (as === 'document') return JSON.stringify({ document: pageDoc(matrixReport(store, m), MAX_HTML_CELLS) });
-  const report = exportableReport(matrixReport(store, m));
-  return as === 'fragment' ? JSON.stringify(report.json()) : render(as, report);
+  return renderBuilt(matrixReport(store, m), m, as);
 }
 
 /**
  * As bytes: every answer that carries the report writes this one buffer (a string would be
- * encoded again for each), and the report thread hands it over without a copy.
+ * encoded again for each), and the report thread hands it over without a copy. Rendered from the
+ * version's one build.
  */
-function reportBytes(store: Store, m: MatrixRecord, as: Rendering): Uint8Array {
-  return new TextEncoder().encode(renderReport(store, m, as));
+function reportBytes(store: Store, m: MatrixRecord, as: Rendering): Done {
+  const { report, built } = builtReport(store, m);
+  return { bytes: new TextEncoder().encode(renderBuilt(report, m, as)), builds: built ? 1 : 0 };
 }
 
-const ReportJob = z.object({ seq: z.number().int(), dataDir: z.string(), id: z.string(), as: z.enum(RENDERINGS) }).strict();
-const ReportAnswer = z.union([
-  z.object({ ready: z.literal(true) }).strict(),
-  z.object({ seq: z.number().int(), bytes: z.instanceof(Uint8Array) }).strict(),
-  z.object({ seq: z.number().int(), code: z.string(), message: z.string() }).strict(),
-]);
+const ReportJob = z.object({ id: z.string(), as: z.enum(RENDERINGS) }).strict();
 
-/** The report thread's side: each report asked for, built from its own connection to the database. */
+/** The report thread's side: each rendering asked for, from its own connection to the database. */
 export function serveReports(): void {
-  const port = parentPort;
-  if (port === null) throw new Error('serveReports runs in a worker thread');
-  const stores = new Map<string, Store>();
-  port.on('message', (raw: unknown) => {
-    const job = ReportJob.parse(raw);
-    try {
-      let store = stores.get(job.dataDir);
-      if (store === undefined) {
-        store = Store.open(job.dataDir);
-        stores.set(job.dataDir, store);
-      }
+  serveJobs({
+    report: (store, args) => {
+      const job = ReportJob.parse(args);
       const m = store.getMatrix(job.id);
       if (!m) throw new FsbenchError('NOT_FOUND', `no matrix ${job.id}`);
-      const bytes = reportBytes(store, m, job.as);
-      port.postMessage({ seq: job.seq, bytes }, bytes.buffer instanceof ArrayBuffer ? [bytes.buffer] : []);
-    } catch (err) {
-      const e = toFsbenchError(err);
-      port.postMessage({ seq: job.seq, code: e.code, message: e.message });
-    }
+      return reportBytes(store, m, job.as);
+    },
   });
-  port.postMessage({ ready: true });
-}
-
-interface Pending {
-  readonly resolve: (bytes: Buffer) => void;
-  readonly reject: (err: Error) => void;
-  /** Builds it on this thread instead, when no report thread can start. */
-  readonly here: () => void;
 }
 
 /**
- * One worker thread per process building reports, started when first needed and ended when idle.
- * It loads this module compiled (dist/); from the TypeScript sources (the tests), or when it
- * cannot start, or for an in-memory database it cannot open, reports are built on the calling
- * thread as before.
+ * One thread per process building reports, so that it keeps their builds; started when first
+ * needed, ended after a minute without work (its heap, with the builds it keeps, goes back to the
+ * system), so that the renderings a reader asks for one after another share one build.
  */
-class ReportThread {
-  private worker: Worker | undefined;
-  private ready = false;
-  private unavailable = !import.meta.url.endsWith('.js');
-  private seq = 0;
-  private readonly pending = new Map<number, Pending>();
-  private idle: NodeJS.Timeout | undefined;
-
-  render(store: Store, m: MatrixRecord, as: Rendering): Promise<Buffer> {
-    const here = () => asBuffer(reportBytes(store, m, as));
-    const file = store.file;
-    if (this.unavailable || file === ':memory:' || file === '') return Promise.resolve().then(here);
-    const seq = ++this.seq;
-    return new Promise<Buffer>((resolve, reject) => {
-      const fallback = () => {
-        try {
-          resolve(here());
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      };
-      this.pending.set(seq, { resolve, reject, here: fallback });
-      clearTimeout(this.idle);
-      this.start().postMessage({ seq, dataDir: path.dirname(file), id: m.id, as });
-    });
-  }
-
-  private start(): Worker {
-    if (this.worker) return this.worker;
-    const w = new Worker(`import(${JSON.stringify(import.meta.url)}).then((m) => m.serveReports());`, { eval: true });
-    w.on('message', (raw: unknown) => {
-      this.answer(raw);
-    });
-    w.on('error', (err) => {
-      this.lost(w, err);
-    });
-    w.on('exit', () => {
-      this.lost(w, new Error('the report thread exited'));
-    });
-    // After the listeners: adding a 'message' listener refs the thread again, and an idle report
-    // thread must not keep a stopping coordinator alive.
-    w.unref();
-    this.worker = w;
-    this.ready = false;
-    return w;
-  }
-
-  private answer(raw: unknown): void {
-    const parsed = ReportAnswer.safeParse(raw);
-    if (!parsed.success) return;
-    const a = parsed.data;
-    if ('ready' in a) {
-      this.ready = true;
-      return;
-    }
-    const p = this.pending.get(a.seq);
-    this.pending.delete(a.seq);
-    if ('bytes' in a) p?.resolve(asBuffer(a.bytes));
-    else p?.reject(new FsbenchError(isErrorCode(a.code) ? a.code : 'INTERNAL', a.message));
-    if (this.pending.size === 0) {
-      clearTimeout(this.idle);
-      this.idle = setTimeout(() => {
-        const w = this.worker;
-        this.worker = undefined;
-        void w?.terminate();
-      }, REPORT_THREAD_IDLE_MS).unref();
-    }
-  }
-
-  /** The thread failed or ended: what it was building is built here if it never started, else refused. */
-  private lost(w: Worker, err: unknown): void {
-    if (this.worker !== w) return;
-    this.worker = undefined;
-    if (!this.ready) this.unavailable = true;
-    const jobs = [...this.pending.values()];
-    this.pending.clear();
-    for (const j of jobs) {
-      if (this.unavailable) j.here();
-      else j.reject(new FsbenchError('INTERNAL', `building the report failed: ${messageOf(err)}`));
-    }
-  }
-}
-
-const reportThread = new ReportThread();
+const reportThread = new OffThread({ module: import.meta.url, serve: 'serveReports', threads: 1, idleMs: 60_000, what: 'building the report' });
 
 /**
  * The renderings of one coordinator's reports by matrix version (id, stored runs, state): the
- * clients of one matrix share one build, pending or done, and the most recent renderings are kept
- * up to REPORT_CACHE_BYTES. A report that changed since is a new version, built afresh.
+ * clients of one matrix share one rendering, pending or done, and the most recent renderings are
+ * kept up to REPORT_CACHE_BYTES; every rendering of a version is rendered from one build of its
+ * report, which the report thread keeps. A report that changed since is a new version, built afresh.
  */
 export class ReportCache {
   private readonly entries = new Map<string, { readonly bytes: Promise<Buffer>; size: number }>();
   private size = 0;
+  private builds = 0;
 
   constructor(private readonly store: Store) {}
+
+  /** How many times answers of this cache built a report (a version's first rendering, or one whose build was dropped). */
+  get reportsBuilt(): number {
+    return this.builds;
+  }
 
   get(m: MatrixRecord, as: Rendering): Promise<Buffer> {
     const key = [m.id, m.storedRuns, m.state, as].join('\u0000');
@@ -212,7 +156,11 @@ export class ReportCache {
       this.entries.set(key, hit);
       return hit.bytes;
     }
-    const entry = { bytes: reportThread.render(this.store, m, as), size: 0 };
+    const rendered = reportThread.run(this.store, 'report', { id: m.id, as }, () => reportBytes(this.store, m, as)).then((d) => {
+      this.builds += d.builds;
+      return d.bytes;
+    });
+    const entry = { bytes: rendered, size: 0 };
     this.entries.set(key, entry);
     entry.bytes.then(
       (bytes) => {
@@ -232,6 +180,3 @@ export class ReportCache {
     return entry.bytes;
   }
 }
-
-export const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-

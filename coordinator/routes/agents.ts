@@ -5,11 +5,10 @@
  */
 import { Router, type Request } from 'express';
 import { z } from 'zod';
-import { FsbenchError } from '../../contract/errors.js';
 import { parseDuration } from '../../contract/units.js';
 import { liveAgents } from '../../queue/registry.js';
 import { FSBENCH_VERSION } from '../../host/version.js';
-import { readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
+import { absent, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
 import { MAX_TOKENS_PER_REQUEST, type Enrollment } from '../enrollment/index.js';
 import type { Log } from '../../log/index.js';
 import type { CoordinatorParts } from '../matrices/index.js';
@@ -51,7 +50,13 @@ export function agentsRouter(d: AgentsDeps): Router {
   const write = requireWrite(d.auth);
   const body = readBody('json', d.limits.maxBody);
   const enrollment = (): Enrollment => {
-    if (!d.enrollment) throw new FsbenchError('UNAVAILABLE', 'this coordinator keeps no enrollment');
+    if (!d.enrollment) {
+      throw absent(
+        'enrollment of agent keys',
+        'approving, revoking and enrollment tokens',
+        '`fsbench coordinator` keeps it in its database (FSBENCH_DATA_DIR); an app built alone is given one as its `enrollment`',
+      );
+    }
     return d.enrollment;
   };
 

@@ -26,7 +26,9 @@ import { parseRunLine, type LineProblem } from '../../report/runs-file.js';
 import { canonical } from '../../compare/sides.js';
 import type { History } from '../history/index.js';
 import type { ResultSink, RunSource } from '../store/index.js';
-import { readBody, unguarded } from '../http/index.js';
+import { absent, readBody, unguarded } from '../http/index.js';
+import type { Reads } from './reads.js';
+import { defaultOf } from '../../settings/index.js';
 
 /**
  * A stored matrix's runs for compare, refused (400 MATRIX_TOO_LARGE) at the first cell that
@@ -73,12 +75,20 @@ export const CompareQuery = z
   })
   .strict();
 
-export interface CompareRouteDeps {
+/** What a comparison reads from: the stored runs, the history, and the most runs it may read. */
+export interface CompareSources {
   readonly source: RunSource;
   /** For `latest:NAME` and `history:NAME` sides. */
-  readonly history?: History;
+  readonly history?: History | undefined;
+  /** FSBENCH_MAX_READ_RUNS; the settings table's default when omitted. */
+  readonly maxRuns?: number | undefined;
+}
+
+export interface CompareRouteDeps extends CompareSources {
   /** The coordinator's read guard (requireRead); open when omitted. */
   readonly read?: RequestHandler;
+  /** Where the comparisons are computed, within which limits (reads.ts); on the event loop, unlimited, when omitted. */
+  readonly reads?: Reads;
 }
 
 /** Runs flagged for interference left out, counted per side. */
@@ -115,6 +125,28 @@ function* historyRuns(source: RunSource, since: ReturnType<History['since']>, na
   }
 }
 
+/**
+ * The cost cap: a comparison's time and memory grow with the runs it reads (about 20 us and
+ * 2 KiB each), so one that would read more than `most` is refused before it reads any.
+ */
+function refuseTooManyRuns(reads: readonly { readonly what: string; readonly runs: number }[], most: number): void {
+  const total = reads.reduce((sum, r) => sum + r.runs, 0);
+  if (total <= most) return;
+  throw new FsbenchError(
+    'READ_TOO_LARGE',
+    `this comparison would read ${total} stored runs (${reads.map((r) => `${r.what}: ${r.runs}`).join(', ')}), more than the ${most} one comparison or gate may read (FSBENCH_MAX_READ_RUNS on the coordinator): compare smaller matrices or fewer machines, or raise FSBENCH_MAX_READ_RUNS`,
+  );
+}
+
+/** A `latest:NAME` or `history:NAME` side asked of a compare router mounted without the history. */
+function noHistory(side: string): FsbenchError {
+  return absent(
+    'history of matrices by name',
+    `the side ${side}`,
+    '`fsbench coordinator` keeps it in its database (FSBENCH_DATA_DIR); a compare router built alone is given one as its `history`, or name matrices by id',
+  );
+}
+
 /** One side of a stored comparison, however it was named. */
 interface StoredSide {
   readonly runs: Iterable<AggregatableRun>;
@@ -123,12 +155,14 @@ interface StoredSide {
 }
 
 /** The comparison a compare or gate query asks for, of stored matrices; with `excluded`, flagged runs left out and counted. */
-async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>, excluded?: Excluded, history?: History): Promise<CompareReport> {
+async function compareStored(d: CompareSources, q: z.infer<typeof CompareQuery>, excluded?: Excluded): Promise<CompareReport> {
+  const { source, history } = d;
   const load = (ref: string) => {
     const series = SERIES_REF.exec(ref);
     let id = ref;
     if (series?.[1] === 'latest' && series[2] !== undefined) {
-      id = history?.latest(series[2]) ?? '';
+      if (!history) throw noHistory(ref);
+      id = history.latest(series[2]) ?? '';
       if (id === '') throw new FsbenchError('NOT_FOUND', `no finished matrix named ${series[2]}`);
     }
     const m = source(id, { histograms: false });
@@ -136,6 +170,8 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
     return m;
   };
   const stored = (m: NonNullable<ReturnType<RunSource>>): StoredSide => ({ runs: bounded(m.runs, m.id), name: `${m.name} (${m.id})`, fingerprintOf: m.fingerprintOf });
+  // The runs each side reads, checked against the limit before any is read.
+  let reads: { readonly what: string; readonly runs: number }[];
   let a: StoredSide;
   let b: StoredSide;
   let cellOrder: ReadonlyMap<string, number>;
@@ -144,7 +180,7 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
   const fromHistory = SERIES_REF.exec(q.baseline);
   if (fromHistory?.[1] === 'history' && fromHistory[2] !== undefined) {
     const name = fromHistory[2];
-    if (!history) throw new FsbenchError('INTERNAL', 'this coordinator keeps no history to compare with');
+    if (!history) throw noHistory(q.baseline);
     const candidate = load(q.candidate ?? `latest:${name}`);
     const since = history.since(name, candidate.id);
     if (since.matrices.length === 0) throw new FsbenchError('NOT_FOUND', `no finished matrix named ${name} besides ${candidate.id} to compare with`);
@@ -157,6 +193,11 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
     b = stored(candidate);
     cellOrder = candidate.cellOrder;
     grouped = false;
+    const older = since.matrices.reduce((sum, id) => sum + (source(id, { histograms: false })?.stored ?? 0), 0);
+    reads = [
+      { what: `history:${name} (${String(n)} matri${n === 1 ? 'x' : 'ces'})`, runs: older },
+      { what: candidate.id, runs: candidate.stored },
+    ];
   } else {
     const baseline = load(q.baseline);
     const candidate = q.candidate === undefined || q.candidate === q.baseline ? undefined : load(q.candidate);
@@ -165,9 +206,15 @@ async function compareStored(source: RunSource, q: z.infer<typeof CompareQuery>,
     }
     a = stored(baseline);
     // One matrix against itself: the same rows, read twice, once per machine.
-    b = stored(candidate ?? load(q.baseline));
+    const other = candidate ?? load(q.baseline);
+    b = stored(other);
     cellOrder = baseline.cellOrder;
+    reads = [
+      { what: baseline.id, runs: baseline.stored },
+      { what: candidate ? other.id : `${other.id} again`, runs: other.stored },
+    ];
   }
+  refuseTooManyRuns(reads, d.maxRuns ?? defaultOf('maxReadRuns'));
   const runs = (side: StoredSide, which: keyof Excluded) => (excluded ? unflagged(side.runs, excluded, which) : side.runs);
   return compareRunSets(runs(a, 'baseline'), runs(b, 'candidate'), {
     ...(q.metric && q.metric.length > 0 ? { metrics: q.metric } : {}),
@@ -206,34 +253,51 @@ export const GateQuery = CompareQuery.extend({
   format: z.enum([...GATE_FORMATS, 'document']).default('json'),
 }).strict();
 
+/** `GET /v1/compare`'s answer, rendered as the query's format asks. */
+export async function compareText(d: CompareSources, q: z.infer<typeof CompareQuery>): Promise<string> {
+  const out = exportableCompare(await compareStored(d, q));
+  return q.format === 'document' ? JSON.stringify({ document: out.doc() }) : render(q.format, out);
+}
+
+/** `GET /v1/gate`'s answer, rendered as the query's format asks. */
+export async function gateText(d: CompareSources, q: z.infer<typeof GateQuery>): Promise<string> {
+  const limits = parseLimits(q.limit ?? []);
+  if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
+  const excluded = q.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
+  const report = await compareStored(d, { ...q, format: 'json' }, excluded);
+  const g = gate(report, {
+    ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }),
+    perMetric: limits.limits,
+    ...(excluded ? { excluded } : {}),
+    allowInconclusive: q.allowInconclusive === true,
+  });
+  return q.format === 'document' ? JSON.stringify({ document: exportableGate(g).doc() }) : renderGate(q.format, g);
+}
+
 /** `GET /v1/compare?baseline=ID[&candidate=ID][&baselineMachine=M][&candidateMachine=M][&metric=a,b][&alpha=0.05][&format=json|csv|md|table|document]` */
 export function compareRouter(deps: CompareRouteDeps): Router {
   const router = Router();
-  router.get('/v1/compare', deps.read ?? unguarded, async (req, res) => {
+  const { reads } = deps;
+  const sources: CompareSources = { source: deps.source, history: deps.history, maxRuns: reads?.maxRuns ?? deps.maxRuns };
+  const guards = [deps.read ?? unguarded, ...(reads ? [reads.limit] : [])];
+  router.get('/v1/compare', ...guards, async (req, res) => {
     const q = CompareQuery.parse(req.query);
-    const out = exportableCompare(await compareStored(deps.source, q, undefined, deps.history));
-    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
-    else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
+    const here = () => compareText(sources, q);
+    const text = reads ? await reads.run(res, 'compare', req.query, here) : await here();
+    if (text === undefined || res.destroyed) return;
+    res.type(q.format === 'document' ? 'application/json; charset=utf-8' : CONTENT_TYPES[q.format]).send(text);
   });
   /**
    * `GET /v1/gate?baseline=ID[&candidate=ID]...[&maxRegression=5%][&limit=m=10%][&excludeFlagged=true][&format=...]`:
    * the regression gate of `fsbench gate`; a regression is a 200 answer whose verdict is `fail`,
    * a gate that could not judge every gated cell-metric one whose verdict is `inconclusive`.
    */
-  router.get('/v1/gate', deps.read ?? unguarded, async (req, res) => {
+  router.get('/v1/gate', ...guards, async (req, res) => {
     const q = GateQuery.parse(req.query);
-    const limits = parseLimits(q.limit ?? []);
-    if (!limits.ok) throw new FsbenchError('BODY_INVALID', `limit ${limits.bad} is not METRIC=SHARE, such as eventsPerSec=10%`);
-    const excluded = q.excludeFlagged === true ? { baseline: 0, candidate: 0 } : undefined;
-    const report = await compareStored(deps.source, { ...q, format: 'json' }, excluded, deps.history);
-    const g = gate(report, {
-      ...(q.maxRegression === undefined ? {} : { maxRegression: q.maxRegression }),
-      perMetric: limits.limits,
-      ...(excluded ? { excluded } : {}),
-      allowInconclusive: q.allowInconclusive === true,
-    });
-    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: exportableGate(g).doc() }));
-    else res.type(GATE_CONTENT_TYPES[q.format]).send(renderGate(q.format, g));
+    const here = () => gateText(sources, q);
+    const text = reads ? await reads.run(res, 'gate', req.query, here) : await here();
+    if (text === undefined || res.destroyed) return;
+    res.type(q.format === 'document' ? 'application/json; charset=utf-8' : GATE_CONTENT_TYPES[q.format]).send(text);
   });
   return router;
 }

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { CONTENT_TYPES, FORMAT_NAMES, render } from '../../report/export/index.js';
 import { exportableHistory, History, HISTORY_PAGE, paramFilter } from '../history/index.js';
 import { unguarded } from '../http/index.js';
+import type { Reads } from './reads.js';
 
 /** `files=128,bufferBytes=64KiB` as parameter values, each as a matrix would spell it. */
 const params = z
@@ -35,21 +36,37 @@ export const HistoryQuery = z
   })
   .strict();
 
-export function historyRouter(deps: { readonly history: History; readonly read?: RequestHandler }): Router {
+/** `GET /v1/history`'s answer, rendered as the query's format asks. */
+export function historyText(history: History, q: z.infer<typeof HistoryQuery>): string {
+  const page = history.series({
+    name: q.name,
+    limit: q.limit,
+    ...(q.machine === undefined ? {} : { machine: q.machine }),
+    ...(q.metric === undefined ? {} : { metric: q.metric }),
+    ...(q.param === undefined ? {} : { params: q.param }),
+    ...(q.after === undefined ? {} : { after: q.after }),
+  });
+  const out = exportableHistory(q.name, page, q.points === true);
+  return q.format === 'document' ? JSON.stringify({ document: out.doc() }) : render(q.format, out);
+}
+
+export interface HistoryRouteDeps {
+  readonly history: History;
+  /** The coordinator's read guard (requireRead); open when omitted. */
+  readonly read?: RequestHandler;
+  /** Where the pages are computed, within which limits (reads.ts); on the event loop, unlimited, when omitted. */
+  readonly reads?: Reads;
+}
+
+export function historyRouter(deps: HistoryRouteDeps): Router {
   const router = Router();
-  router.get('/v1/history', deps.read ?? unguarded, (req, res) => {
+  const { reads } = deps;
+  router.get('/v1/history', deps.read ?? unguarded, ...(reads ? [reads.limit] : []), async (req, res) => {
     const q = HistoryQuery.parse(req.query);
-    const page = deps.history.series({
-      name: q.name,
-      limit: q.limit,
-      ...(q.machine === undefined ? {} : { machine: q.machine }),
-      ...(q.metric === undefined ? {} : { metric: q.metric }),
-      ...(q.param === undefined ? {} : { params: q.param }),
-      ...(q.after === undefined ? {} : { after: q.after }),
-    });
-    const out = exportableHistory(q.name, page, q.points === true);
-    if (q.format === 'document') res.type('application/json; charset=utf-8').send(JSON.stringify({ document: out.doc() }));
-    else res.type(CONTENT_TYPES[q.format]).send(render(q.format, out));
+    const here = () => historyText(deps.history, q);
+    const text = reads ? await reads.run(res, 'history', req.query, here) : here();
+    if (text === undefined || res.destroyed) return;
+    res.type(q.format === 'document' ? 'application/json; charset=utf-8' : CONTENT_TYPES[q.format]).send(text);
   });
   return router;
 }

@@ -7,7 +7,9 @@ import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import { matrixOf, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
 import type { Log } from '../../log/index.js';
-import { detailOf, isFinal, requestOf, Submissions, summaryOf, type CoordinatorParts, type Limits, type ProgressHub } from '../matrices/index.js';
+import {
+  detailOf, isFinal, requestOf, Submissions, summaryOf, type Cancelled, type CoordinatorParts, type Limits, type MatrixList, type ProgressHub,
+} from '../matrices/index.js';
 import { eventsHandler } from './events.js';
 import { downloads, resultsHandler, takeDownloadSlot } from './results.js';
 import { htmlAssets } from '../../report/html-assets.js';
@@ -56,7 +58,8 @@ export function matricesRouter(d: MatricesDeps): Router {
 
   router.get('/', read, (req, res) => {
     const q = ListQuery.parse(req.query);
-    res.json({ matrices: store.listMatrices(q.limit, q.state).map(summaryOf) });
+    const list: MatrixList = { matrices: store.listMatrices(q.limit, q.state).map(summaryOf) };
+    res.json(list);
   });
 
   router.get('/:id', read, (req, res) => {
@@ -72,7 +75,8 @@ export function matricesRouter(d: MatricesDeps): Router {
     const removed = await withDeadline(dispatcher.cancel(request), 'removing the queued runs');
     hub.changed([m.id]);
     d.log(`matrix ${m.id} cancelled: ${removed} queued runs removed`, { event: 'matrix.cancelled', matrixId: m.id, removedRuns: removed });
-    res.json({ ...summaryOf(find(m.id)), removedRuns: removed });
+    const cancelled: Cancelled = { ...summaryOf(find(m.id)), removedRuns: removed };
+    res.json(cancelled);
   });
 
   // The results and the HTML report are downloads alike: FSBENCH_MAX_DOWNLOADS at once between

@@ -1,24 +1,24 @@
 /**
  * The components of the coordinator's OpenAPI document (openapi.ts): the schemas of every body
  * the API takes and answers, generated from the zod schemas that validate them or that describe
- * the answers, and the error responses, each status with the catalog's codes that carry it.
+ * the answers (the matrices' answers in matrices/answers.ts, whose types are inferred from them),
+ * and the error responses, each status with the catalog's codes that carry it.
  */
 import { z } from 'zod';
 import { CompareReportSchema, UploadAnswerSchema } from '../../compare/schema.js';
 import { ERROR_CODE_LIST, ERRORS, type ErrorCode } from '../../contract/errors.js';
 import { MachineFingerprint } from '../../contract/fingerprint.js';
 import { HistoryPageSchema } from '../../contract/history.js';
-import { Cell, Matrix, Placement } from '../../contract/matrix.js';
+import { Cell, Matrix } from '../../contract/matrix.js';
 import { Histogram, RunResult } from '../../contract/result.js';
-import { RunOrder, Seed } from '../../contract/schedule.js';
 import { WORKLOAD_NAMES, WORKLOADS } from '../../contract/workloads/index.js';
 import { GateReportSchema } from '../../gate/schema.js';
 import { AgentKeyView, AuditEntryView } from '../../queue/enrollment.js';
 import { AgentStatus } from '../../queue/registry.js';
 import { Doc } from '../../report/export/doc.js';
 import { ReportSchema } from '../../report/schema.js';
+import { Cancelled, MatrixDetail, MatrixSummary, Submitted } from '../matrices/index.js';
 import { RunView } from '../reports/index.js';
-import { MATRIX_STATES, TargetInfo } from '../store/index.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -29,61 +29,7 @@ export function schema(s: z.ZodType, io: 'input' | 'output'): JsonSchema {
   return out;
 }
 
-// The answers' shapes, as matrices/progress.ts and matrices/submit.ts build them; a run's is reports/run-view.ts's RunView.
-const Iso = z.iso.datetime();
 const Count = z.number().int().nonnegative();
-const MatrixSummary = z
-  .object({
-    id: z.string(),
-    name: z.string(),
-    workload: z.enum(WORKLOAD_NAMES),
-    state: z.enum(MATRIX_STATES),
-    placement: Placement,
-    cells: Count,
-    runs: Count,
-    createdAt: Iso,
-    startedAt: Iso.nullable(),
-    finishedAt: Iso.nullable(),
-    progress: z.object({ expected: Count, stored: Count, ok: Count, failed: Count, skipped: Count, fraction: z.number().min(0).max(1) }).strict(),
-    links: z.object({ self: z.string(), events: z.string(), results: z.string() }).strict(),
-  })
-  .strict();
-const MatrixDetail = MatrixSummary.extend({
-  description: z.string().nullable(),
-  repetitions: z.union([z.number().int(), z.literal('auto')]),
-  order: RunOrder,
-  seed: Seed.optional(),
-  warmup: Count,
-  precision: z
-    .object({
-      metric: z.string(),
-      target: z.number(),
-      minRepetitions: Count,
-      maxRepetitions: Count,
-      measuring: Count,
-      reached: Count,
-      atMaximum: Count,
-      stopped: Count,
-      imprecise: z.array(z.object({ cellId: z.string(), target: z.string(), runs: Count, halfWidth: z.number().nullable() }).strict()),
-    })
-    .strict()
-    .nullable(),
-  targets: z.array(TargetInfo),
-  estimatedDurationMs: z.number().nonnegative(),
-  machines: z.array(
-    z.object({ machine: z.string(), target: z.string(), expected: Count.nullable(), stored: Count, ok: Count, failed: Count, skipped: Count }).strict(),
-  ),
-  failures: z.array(
-    z.object({ cellId: z.string(), repetition: Count, machine: z.string(), code: z.string().nullable(), message: z.string().nullable() }).strict(),
-  ),
-}).strict();
-const Submitted = MatrixSummary.extend({
-  estimatedDurationMs: z.number().nonnegative(),
-  estimatedDuration: z.string(),
-  warmups: Count,
-  warnings: z.array(z.string()).optional(),
-}).strict();
-const Cancelled = MatrixSummary.extend({ removedRuns: Count }).strict();
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 export const json = (s: unknown) => ({ 'application/json': { schema: s } });
 export const text = { schema: { type: 'string' } };
@@ -115,8 +61,14 @@ export const ERROR_RESPONSES: Readonly<Record<number, { readonly name: string; r
   409: { name: 'Conflict', description: 'the matrix is done or cancelled already, an Idempotency-Key was used with another body, or no live agent matches the placement' },
   413: { name: 'PayloadTooLarge', description: 'the body is larger than the coordinator accepts (FSBENCH_MAX_BODY)' },
   415: { name: 'UnsupportedMediaType', description: 'the body has a content type or encoding this endpoint does not take' },
-  422: { name: 'TooLong', description: 'the matrix would take longer than FSBENCH_MAX_DURATION' },
-  429: { name: 'RateLimited', description: 'more writes from this client than FSBENCH_WRITE_LIMIT allows in a minute', headers: RETRY_AFTER },
+  422: { name: 'TooLong', description: 'the matrix would take longer than FSBENCH_MAX_DURATION, or a comparison or gate would read more stored runs than FSBENCH_MAX_READ_RUNS' },
+  429: {
+    name: 'RateLimited',
+    description:
+      'more writes from this client than FSBENCH_WRITE_LIMIT, or comparisons, gates and history reads than FSBENCH_READ_LIMIT, allows in a minute; or ' +
+      'FSBENCH_MAX_READS such reads computed and FSBENCH_READ_QUEUE waiting already',
+    headers: RETRY_AFTER,
+  },
   500: { name: 'Internal', description: "a bug: the coordinator's log has the details" },
   503: { name: 'Unavailable', description: 'Redis does not answer in time, the queues are full, or every download or stream slot is taken', headers: RETRY_AFTER },
 };

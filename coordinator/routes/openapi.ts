@@ -199,7 +199,7 @@ export function openApiDocument(version: string): JsonSchema {
                 'application/xml': text,
               },
             },
-            ...readErrors(400, 404),
+            ...readErrors(400, 404, 422, 429),
           },
         },
       },
@@ -218,7 +218,7 @@ export function openApiDocument(version: string): JsonSchema {
           ],
           responses: {
             '200': { description: 'a page of series', content: { ...json({ oneOf: [ref('HistoryPage'), ref('Document')] }), ...renderings } },
-            ...readErrors(400),
+            ...readErrors(400, 429),
           },
         },
       },
@@ -231,7 +231,7 @@ export function openApiDocument(version: string): JsonSchema {
           ],
           responses: {
             '200': { description: 'the comparison, or its document (format=document)', content: { ...json({ oneOf: [ref('CompareReport'), ref('Document')] }), ...renderings } },
-            ...readErrors(400, 404),
+            ...readErrors(400, 404, 422, 429),
           },
         },
       },

@@ -17,6 +17,8 @@ export interface MatrixRuns {
   readonly id: string;
   readonly name: string;
   readonly workload: WorkloadName;
+  /** How many runs are stored (what `runs` yields, give or take runs stored meanwhile), known before reading them. */
+  readonly stored: number;
   /** Grouped by (cell, machine), as the store's index returns them (not in cell order: see cellOrder). */
   readonly runs: Iterable<AggregatableRun>;
   /** Each cell's position in the matrix, for the report to order its cells by. */
@@ -136,7 +138,7 @@ export function storeRunSource(store: Store): RunSource {
         yield rowToRun(row, id, workload, stored.facts, params);
       }
     }
-    return { id, name: m.name, workload, runs: runs(), cellOrder: store.cellPositions(id), fingerprintOf: (machine) => latest.get(machine) ?? null };
+    return { id, name: m.name, workload, stored: m.storedRuns, runs: runs(), cellOrder: store.cellPositions(id), fingerprintOf: (machine) => latest.get(machine) ?? null };
   };
 }
 
