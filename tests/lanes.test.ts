@@ -22,7 +22,7 @@ const HOST_WIDE: readonly [string, RegExp][] = [
   ['a loop device', /\blosetup\b/],
   ['a mount', /\b(mount|umount)\(|['"](mount|umount)['"]/],
   ['the host journal', /host\/journal\.js/],
-  ['the Docker engine', /\bdockerode\b|['"]docker(-compose)?['"]|\bcomposeStack\b/],
+  ['the Docker engine', /\bdockerode\b|\b(exec|execFile|execFileSync|spawn|spawnSync)\(\s*['"]docker(-compose)?['"]|\bcomposeStack\b/],
   ['a workload that measures the kernel', /workload: ['"](metadata|watches)['"]/],
 ];
 

@@ -20,6 +20,7 @@ export type Lane = (typeof LANES)[number];
 /** Files beside the host lane: the quick ones, and those with nothing but their own Redis and noop runs. */
 export const BESIDE: readonly string[] = [
   ...QUICK,
+  'approval',
   'backup',
   'channel',
   'docs-commands',
@@ -30,14 +31,20 @@ export const BESIDE: readonly string[] = [
   'install',
   'kubernetes',
   'liveness',
+  'machine-binding',
   'machine-name',
+  'reads',
+  'redis-acl',
   'redis-cluster',
   'redis-hash-tag',
   'redis-outage',
   'redis-sentinel',
   'redis-settings',
   'replay',
+  'report-cache',
+  'revocation',
   'scale',
+  'token-secrets',
   'watchdog',
 ];
 

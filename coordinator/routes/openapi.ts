@@ -143,7 +143,7 @@ export function openApiDocument(version: string): JsonSchema {
       },
       '/v1/agents/revoke': {
         post: {
-          summary: 'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is withdrawn, its reports are dropped, and nothing in Redis enrolls it again',
+          summary: 'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is deleted, its reports are dropped, and nothing in Redis enrolls it again',
           security: [{ bearer: [] }],
           requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
           responses: { '200': { description: 'the revoked key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415) },
