@@ -135,15 +135,16 @@ describe('an agent killed in the middle of a run', () => {
     const changed = `${Number(original) + 1}\n`;
     const { id } = (await client.json('POST', '/v1/matrices', noop('kill-agent', 1, 1, 2000))) as { id: string };
 
+    // Both agents of host-1 share its key, so both run under the machine name the key was
+    // enrolled with (a1's): the agent holding the run is told by its process id.
     let victim: Proc | undefined;
     for (let i = 0; i < 200 && !victim; i++) {
-      const { agents } = (await client.json('GET', '/v1/agents')) as { agents: { machine: string; currentRun: unknown }[] };
-      const busy = agents.find((a) => a.currentRun !== null)?.machine;
-      victim = busy === 'a1' ? a1 : busy === 'a2' ? a2 : undefined;
+      const { agents } = (await client.json('GET', '/v1/agents')) as { agents: { pid: number; currentRun: unknown }[] };
+      const busy = agents.find((a) => a.currentRun !== null)?.pid;
+      victim = busy === a1.child.pid ? a1 : busy === a2.child.pid ? a2 : undefined;
       if (!victim) await sleep(25);
     }
     if (!victim) throw new Error('no agent started the run');
-    const survivor = victim === a1 ? 'a2' : 'a1';
     // The run's change to a host limit, made under the host lock and journaled first as every
     // workload that measures the kernel does, by a process that then dies with the agent: the
     // survivor must restore it once the lock lapses, though no-op runs never take the lock.
@@ -167,7 +168,8 @@ describe('an agent killed in the middle of a run', () => {
     expect(done.progress).toMatchObject({ stored: 1, expected: 1 });
     const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
     expectEachRunOnce(results, 1, 1);
-    expect(results.runs[0]).toMatchObject({ machine: survivor, attempts: 2 });
+    // The second attempt, the victim dead, was the survivor's.
+    expect(results.runs[0]).toMatchObject({ machine: 'a1', attempts: 2 });
     // Restored by the survivor while idle, within a few heartbeats of the lock lapsing.
     for (let i = 0; i < 100 && (await readFile(SYSCTL, 'utf8')) !== original; i++) await sleep(50);
     expect(await readFile(SYSCTL, 'utf8')).toBe(original);
@@ -216,7 +218,8 @@ describe('an agent told to stop', () => {
     expect(a1.output).toMatch(/abandoning it/);
     expect(((await client.json('GET', '/v1/agents')) as { agents: unknown[] }).agents).toEqual([]);
 
-    await agent(s, 'a2');
+    // Another host, with a key and a machine name of its own.
+    await agent(s, 'a2', 'host-2');
     await waitState(client, id, (m) => m.state === 'done', 30_000);
     const results = (await client.json('GET', `/v1/matrices/${id}/results`)) as Results;
     expectEachRunOnce(results, 1, 1);
