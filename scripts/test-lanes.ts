@@ -6,7 +6,8 @@
  * run ends with the one plain line CI reads, `N passed, N failed`, added up over the lanes.
  *
  * Arguments are handed to every lane's vitest (`npm test -- --bail 1`). The browser code is
- * bundled once here, before the lanes, rather than by each lane at once into the same files.
+ * bundled once here, before the lanes, rather than by each lane at once into the same files, and
+ * `eslint .` runs beside the first two lanes (its problems fail the run like a failed test).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -20,6 +21,7 @@ import { bundleBrowserCode } from './bundle.js';
 /** The checkout's root, from dist/scripts/. */
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const VITEST = path.join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
+const ESLINT = path.join(ROOT, 'node_modules', 'eslint', 'bin', 'eslint.js');
 
 /** What tests/summary-reporter.ts writes for a lane. */
 const Summary = z.object({ passed: z.number(), failed: z.number(), skipped: z.number(), outside: z.array(z.string()) });
@@ -35,31 +37,34 @@ interface LaneResult {
 const children = new Set<ReturnType<typeof spawn>>();
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'fsbench-lanes-'));
 
-/** Runs one lane's vitest, printing its lines behind `[lane]`. */
-function runLane(lane: string, args: readonly string[]): Promise<LaneResult> {
-  const summaryFile = path.join(scratch, `${lane}.json`);
-  const started = Date.now();
-  const child = spawn(process.execPath, [VITEST, 'run', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, FSBENCH_TEST_LANE: lane, FSBENCH_TESTS_BUNDLED: '1', FSBENCH_TEST_SUMMARY: summaryFile },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** Runs `argv` under node, printing its lines behind `[tag]`; resolves with its exit code. */
+function runTagged(tag: string, argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number | null> {
+  const child = spawn(process.execPath, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
-  const tag = `[${lane}] `;
   for (const [from, to] of [[child.stdout, process.stdout], [child.stderr, process.stderr]] as const) {
-    createInterface({ input: from, crlfDelay: Infinity }).on('line', (line) => to.write(`${tag}${line}\n`));
+    createInterface({ input: from, crlfDelay: Infinity }).on('line', (line) => to.write(`[${tag}] ${line}\n`));
   }
   return new Promise((resolve) => {
     child.on('close', (code) => {
       children.delete(child);
-      let summary: Summary | undefined;
-      try {
-        summary = Summary.parse(JSON.parse(readFileSync(summaryFile, 'utf8')));
-      } catch {
-        summary = undefined;
-      }
-      resolve({ lane, code, seconds: (Date.now() - started) / 1000, summary });
+      resolve(code);
     });
+  });
+}
+
+/** Runs one lane's vitest, printing its lines behind `[lane]`. */
+function runLane(lane: string, args: readonly string[]): Promise<LaneResult> {
+  const summaryFile = path.join(scratch, `${lane}.json`);
+  const started = Date.now();
+  const env = { ...process.env, FSBENCH_TEST_LANE: lane, FSBENCH_TESTS_BUNDLED: '1', FSBENCH_TEST_SUMMARY: summaryFile };
+  return runTagged(lane, [VITEST, 'run', ...args], env).then((code) => {
+    let summary: Summary | undefined;
+    try {
+      summary = Summary.parse(JSON.parse(readFileSync(summaryFile, 'utf8')));
+    } catch {
+      summary = undefined;
+    }
+    return { lane, code, seconds: (Date.now() - started) / 1000, summary };
   });
 }
 
@@ -77,13 +82,18 @@ async function main(): Promise<number> {
   // Files or filters named on the command line leave some lanes without a file: not a failure then.
   const args = process.argv.length > 2 ? [...process.argv.slice(2), '--passWithNoTests'] : [];
   await bundleBrowserCode();
-  const results = await Promise.all([runLane('host', args), runLane('beside', args)]);
+  // The lint runs beside the first lanes: a minute of one core that the tests wait on otherwise.
+  const [lint, ...results] = await Promise.all([runTagged('lint', [ESLINT, '.']), runLane('host', args), runLane('beside', args)]);
   results.push(await runLane('alone', args));
 
   let passed = 0;
   let failed = 0;
   let skipped = 0;
   const recap: string[] = [];
+  if (lint !== 0) {
+    failed++;
+    recap.push(`eslint found problems (exit ${String(lint)}): see the [lint] lines`);
+  }
   for (const r of results) {
     process.stdout.write(`lane ${r.lane}: ${r.summary ? `${String(r.summary.passed)} passed, ${String(r.summary.failed)} failed` : 'no summary'}, ${r.seconds.toFixed(0)} s\n`);
     if (r.summary === undefined) {
