@@ -1,11 +1,11 @@
 /**
- * `npm test`'s runner: the test files in their lanes (tests/lanes.ts). The host lane and the
+ * `npm run test:lanes`: the test files in their lanes (tests/lanes.ts). The host lane and the
  * beside lane run at the same time, each one file at a time; then the alone lane, on a machine
  * nothing else of the suite uses. Each lane is a vitest run of its own (vitest.config.ts, with
  * FSBENCH_TEST_LANE); their lines are printed as they come, each behind its lane's name, and the
  * run ends with the one plain line CI reads, `N passed, N failed`, added up over the lanes.
  *
- * Arguments are handed to every lane's vitest (`npm test -- --bail 1`). The browser code is
+ * Arguments are handed to every lane's vitest (`npm run test:lanes -- --bail 1`). The browser code is
  * bundled once here, before the lanes, rather than by each lane at once into the same files, and
  * `eslint .` runs beside the first two lanes (its problems fail the run like a failed test).
  */
@@ -122,7 +122,7 @@ main()
     process.exitCode = process.exitCode ?? code;
   })
   .catch((err: unknown) => {
-    process.stderr.write(`npm test: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`test:lanes: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   })
   .finally(() => {

@@ -1,5 +1,6 @@
 /**
- * Which test files may run at the same time (`npm test` runs them in lanes, scripts/test-lanes.ts).
+ * Which test files may run at the same time (`npm run test:lanes` runs them in lanes,
+ * scripts/test-lanes.ts; `npm test` runs every file one at a time).
  *
  * Most files change something of the whole machine: the kernel's inotify limits, loop devices and
  * mounts, the Docker engine's containers, or a measurement that needs the CPUs. Those run in the
