@@ -18,6 +18,7 @@ import { collectFingerprint } from '../host/fingerprint.js';
 import { connectSandbox, dockerFingerprintIfAny } from '../sandbox/index.js';
 import { Journal } from '../host/journal.js';
 import type { HostBudget } from '../runner/host-budget.js';
+import { loadWatcherList } from '../host/watcher-list.js';
 import { defaultOf } from '../settings/index.js';
 import { Heartbeat } from './heartbeat.js';
 import { Watchdog } from './watchdog.js';
@@ -52,6 +53,8 @@ export interface AgentSettings extends RedisChannel {
   readonly allowedTargets?: readonly string[];
   readonly maxQueuedEvents?: number;
   readonly maxWatches?: number;
+  /** FSBENCH_WATCHERS: the file listing this host's own watchers (none when absent). */
+  readonly watchers?: string | undefined;
   /** FSBENCH_MAX_STEAL, FSBENCH_MAX_OUTSIDE_CPU: when a run counts as disturbed (the settings' defaults when absent). */
   readonly maxSteal?: number;
   readonly maxOutsideCpu?: number;
@@ -128,6 +131,8 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     allowedTargets: s.allowedTargets ?? defaultOf('allowedTargets'),
     maxQueuedEvents: s.maxQueuedEvents ?? defaultOf('maxQueuedEvents'),
     maxWatches: s.maxWatches ?? defaultOf('maxWatches'),
+    // Read once: a list that cannot be trusted stops the agent at start, not a run later.
+    watchers: await loadWatcherList(s.watchers),
   };
   const redis: RedisConnection = connectRedis(s, `fsbench-agent-${agentId}`);
   await awaitRedis(redis, s, log);

@@ -16,6 +16,7 @@ import { nativeProgram } from '../host/native.js';
 import { loadSettings, settingsMarkdown } from '../settings/index.js';
 import { EXAMPLES_DIR, listExamples, readMatrixFile } from './matrix-file.js';
 import { progressPrinter } from './progress.js';
+import { loadWatcherList } from '../host/watcher-list.js';
 
 /** Appends each run as one JSON line, fsynced at the end so an interrupted run keeps its lines. */
 function jsonlWriter(file: string | undefined) {
@@ -48,6 +49,7 @@ type RunFlags = {
   allowedTargets?: string;
   maxQueuedEvents?: string;
   maxWatches?: string;
+  watchers?: string;
   maxSteal?: string;
   maxOutsideCpu?: string;
   allowFailures?: boolean;
@@ -55,7 +57,7 @@ type RunFlags = {
 };
 
 async function runCommand(file: string, flags: RunFlags): Promise<void> {
-  const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu'], flags);
+  const settings = loadSettings(['scratch', 'machine', 'labels', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'watchers', 'maxSteal', 'maxOutsideCpu'], flags);
   const read = await readMatrixFile(file);
   const matrix: Matrix = { ...read, annotations: annotationsWith(read.annotations, flags.annotate ?? []) };
   const cells = expandMatrix(matrix);
@@ -66,6 +68,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
   // (DIRECTORY_UNSAFE) before anything reads or writes it, and this run's owner lock is held
   // until the end (closed below; should this process die, the lock goes with it).
   const journal = await openJournal(settings.scratch, log, settings.journalDir, settings.allowedTargets);
+  const watchers = await loadWatcherList(settings.watchers);
   const fingerprint = await collectFingerprint({ machine: settings.machine, labels: settings.labels }, journal.scratch);
   const out = jsonlWriter(flags.out);
 
@@ -89,7 +92,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<void> {
       cells,
       scratchDir: journal.scratch,
       journal,
-      budget: { allowedTargets: settings.allowedTargets, maxQueuedEvents: settings.maxQueuedEvents, maxWatches: settings.maxWatches },
+      budget: { allowedTargets: settings.allowedTargets, maxQueuedEvents: settings.maxQueuedEvents, maxWatches: settings.maxWatches, watchers },
       interference: { maxSteal: settings.maxSteal, maxOutsideCpu: settings.maxOutsideCpu },
       fingerprint,
       signal: controller.signal,
@@ -172,6 +175,7 @@ export function registerLocalCommands(program: Command): void {
     .option('--allowed-targets <dirs>', 'directories besides the scratch directory a target may lie in (FSBENCH_ALLOWED_TARGETS)')
     .option('--max-queued-events <n>', 'largest maxQueuedEvents a cell may set (FSBENCH_MAX_QUEUED_EVENTS)')
     .option('--max-watches <n>', 'most inotify watches a run may add (FSBENCH_MAX_WATCHES)')
+    .option('--watchers <file>', "this host's own watchers that semantics cells may name (FSBENCH_WATCHERS)")
     .option('--max-steal <fraction>', "share of the CPUs' time stolen during a run before it is flagged as disturbed (FSBENCH_MAX_STEAL)")
     .option('--max-outside-cpu <cpus>', 'CPUs other processes may use during a run before it is flagged as disturbed (FSBENCH_MAX_OUTSIDE_CPU)')
     .option('--machine <name>', 'display name of this machine (FSBENCH_MACHINE)')

@@ -42,7 +42,7 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 
 const AGENT_SETTINGS = [
   'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
-  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy', 'machineFile',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'watchers', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy', 'machineFile',
   'healthFile',
 ] as const satisfies readonly SettingName[];
 

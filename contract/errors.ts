@@ -81,6 +81,7 @@ export const ERRORS = {
   TARGET_NOT_ALLOWED: { status: 500, exit: 1, doc: "the cell's `target` directory is outside the roots this host allows (FSBENCH_ALLOWED_TARGETS; by default the scratch directory)" },
   LIMIT_NOT_ALLOWED: { status: 500, exit: 1, doc: 'the cell asks for more inotify queued events or watches than this host allows (FSBENCH_MAX_QUEUED_EVENTS, FSBENCH_MAX_WATCHES)' },
   DIRECTORY_UNSAFE: { status: 500, exit: 1, doc: 'the scratch or journal directory, or a directory on its path, is not owned by root (or this user), is writable by others, or is a symlink, so another local user could steer what fsbench writes and removes: the message names the directory and how to fix it' },
+  WATCHER_NOT_LISTED: { status: 500, exit: 1, doc: "the cell names a watcher of the host's operator that this host's list (FSBENCH_WATCHERS) does not hold: nothing was started; its operator adds it there" },
   // Agents.
   HOST_ID_UNREADABLE: { status: 500, exit: 1, doc: 'the agent cannot read the kernel boot id that identifies its host: mount /proc, or set FSBENCH_HOST_ID' },
   JOB_INVALID: { status: 500, exit: 1, doc: 'an agent took a job that is not a run job it understands: run agents and coordinator of one fsbench version' },

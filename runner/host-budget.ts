@@ -10,6 +10,8 @@
  *   FSBENCH_MAX_WATCHES): LIMIT_NOT_ALLOWED;
  * - directories a cell names, resolved, inside the scratch directory or an allowed root:
  *   TARGET_NOT_ALLOWED;
+ * - a watcher of the host's operator a cell names, in the host's list (FSBENCH_WATCHERS):
+ *   WATCHER_NOT_LISTED;
  * - memory (a tmpfs) against MemAvailable and the cgroup's memory headroom, minus a reserve,
  *   and files on disk against the free space and inodes of the filesystem they land on:
  *   HOST_TOO_SMALL.
@@ -21,6 +23,7 @@ import { FsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
 import { formatAmount } from '../contract/units.js';
 import { resolveAllowedTarget } from '../host/safe-dir.js';
+import { listedWatcher, type WatcherList } from '../host/watcher-list.js';
 import type { HostNeed } from '../workloads/workload.js';
 import { RUNNERS } from './workloads.js';
 
@@ -31,6 +34,8 @@ export interface HostBudget {
   readonly maxQueuedEvents: number;
   /** Most inotify watches a run may add (FSBENCH_MAX_WATCHES). */
   readonly maxWatches: number;
+  /** The operator's own watchers a cell may name (FSBENCH_WATCHERS); none when absent. */
+  readonly watchers?: WatcherList;
 }
 
 /** The settings' defaults, for callers that were given none. */
@@ -118,6 +123,9 @@ async function checkNeed(need: HostNeed, scratchDir: string, budget: HostBudget,
     }
     case 'directory':
       await allowedTarget(need.path, scratchDir, budget);
+      return;
+    case 'watcher':
+      listedWatcher(budget.watchers ?? { file: null, watchers: [] }, need.name);
       return;
     case 'memory': {
       const m = await memory();

@@ -80,7 +80,9 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
     const thresholds = thresholdsFrom(ctx);
     const runner = runnerFor(cell, ctx);
     const before = startInterference();
-    const outcome = await runner.run(cell, ctx).finally(() => {
+    // The budget's list is the one the cell was just checked against: the run reads that one.
+    const runCtx: RunContext = ctx.budget?.watchers === undefined ? ctx : { ...ctx, watchers: ctx.budget.watchers };
+    const outcome = await runner.run(cell, runCtx).finally(() => {
       // A sandbox's workload runs in a container, not in a child of this process.
       interference = finishInterference(before, { thresholds, attributable: runner !== ctx.sandbox });
     });

@@ -214,6 +214,20 @@ export const SETTINGS = {
     default: '(the scratch directory)',
     doc: "Comma-separated directories a cell's `target` path may lie in (inotify `target`, metadata `target` with `fs: none`); any other is refused with TARGET_NOT_ALLOWED. The scratch directory is always allowed.",
   },
+  watchers: {
+    env: 'FSBENCH_WATCHERS',
+    flag: '--watchers <file>',
+    schema: z
+      .string()
+      .startsWith('/', 'must be an absolute path')
+      .refine((p) => path.normalize(p) === p, 'must be a normalised path')
+      .optional(),
+    default: '(none: no watcher of your own may run)',
+    doc:
+      "A JSON file of this host's own watchers that `semantics` cells may name (`{\"watchers\": [{\"name\", \"argv\", \"uid\", \"gid\"}]}`, docs/semantics.md): " +
+      "a job names one, never a command line, and a name not listed is refused with WATCHER_NOT_LISTED before anything starts. The file, its directories " +
+      'and each program must be root\'s and writable by nobody else; each runs as its uid and gid (65534, nobody, by default; never root).',
+  },
   maxQueuedEvents: {
     env: 'FSBENCH_MAX_QUEUED_EVENTS',
     flag: '--max-queued-events <n>',

@@ -47,6 +47,7 @@ export const BESIDE: readonly string[] = [
   'scale',
   'token-secrets',
   'watchdog',
+  'watcher-list',
 ];
 
 /** Files that need the machine to themselves: what they judge is the machine's quiet. */

@@ -10,6 +10,7 @@ import type { Cell } from '../contract/matrix.js';
 import type { InotifyLimits } from '../contract/fingerprint.js';
 import type { Histogram } from '../contract/result.js';
 import type { Journal } from '../host/journal.js';
+import type { WatcherList } from '../host/watcher-list.js';
 import { Teardown } from '../host/teardown.js';
 
 /**
@@ -36,6 +37,8 @@ export interface RunContext {
    * process can reach a Docker engine; without it such cells fail with SANDBOX_UNAVAILABLE.
    */
   readonly sandbox?: WorkloadRunner;
+  /** The host operator's own watchers (FSBENCH_WATCHERS), checked before the run against the cell's needs. */
+  readonly watchers?: WatcherList;
 }
 
 export interface WorkloadOutcome {
@@ -72,6 +75,8 @@ export type HostNeed =
   | { readonly kind: 'limit'; readonly cap: 'maxQueuedEvents' | 'maxWatches'; readonly value: number; readonly refusal: (cap: number) => string }
   /** A directory the cell names, which must resolve inside the scratch directory or an allowed root (TARGET_NOT_ALLOWED). */
   | { readonly kind: 'directory'; readonly path: string }
+  /** A watcher of the host's operator the cell names, which must be in the host's list (FSBENCH_WATCHERS): WATCHER_NOT_LISTED. */
+  | { readonly kind: 'watcher'; readonly name: string }
   /**
    * Memory the run holds (a tmpfs: its pages are charged to whoever writes them): above what the
    * host can spare, HOST_TOO_SMALL "`what` needs N, but this host has M to spare (why): `fix`".
