@@ -32,6 +32,7 @@ import { Admission } from './admission.js';
 import { kernelBootId, machineName } from './naming.js';
 import { awaitEnrollment, currentApproval, hostStateDir, loadOrCreateAgentKey } from './identity.js';
 import { ApprovalWatch } from './approval-watch.js';
+import { finishBegunRotation, KeyRotation } from './rotation.js';
 import { readFile } from 'node:fs/promises';
 import { EnrollToken } from '../queue/enrollment.js';
 
@@ -66,6 +67,8 @@ export interface AgentSettings extends RedisChannel {
   readonly enrollToken?: string | undefined;
   /** FSBENCH_ENROLL_TOKEN_COPY: a file looked in for a token while the agent waits (the coordinator of this machine keeps an unused one there). */
   readonly enrollTokenCopy?: string | undefined;
+  /** FSBENCH_KEY_MAX_AGE: a key older than this is rotated (0: never; the setting's default when absent). */
+  readonly keyMaxAge?: number;
   /** FSBENCH_HEALTH_FILE: rewritten while Redis answers, for a healthcheck that needs no credential. */
   readonly healthFile?: string | undefined;
 }
@@ -73,7 +76,7 @@ export interface AgentSettings extends RedisChannel {
 export interface RunningAgent {
   readonly agentId: string;
   readonly hostId: string;
-  /** This agent's key fingerprint (what `fsbench agents approve` accepts). */
+  /** This agent's key fingerprint now (what `fsbench agents approve` accepts); a rotation changes it. */
   readonly key: string;
   /** Resolves once the key is enrolled and the agent takes jobs; rejects if it stops first. */
   readonly enrolled: Promise<void>;
@@ -116,7 +119,8 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   const journal = await Journal.open(s.journalDir ?? path.join(s.scratch, 'journal'), { scratch: s.scratch, targets: s.allowedTargets ?? [], hostId });
   // The key that signs this agent's reports: in a directory only root controls, like the scratch.
   const stateDir = await ensureSafeDir(hostStateDir(s.stateDir ?? path.join(s.scratch, 'agent'), hostId), STATE_PURPOSE);
-  const identity = await loadOrCreateAgentKey(stateDir);
+  // Replaced by a rotation, between runs.
+  let identity = await loadOrCreateAgentKey(stateDir);
   // Once enrolled, the name the approval binds the key to.
   let machine = await machineName(s, log);
   const agentId = `${machine ?? 'agent'}-${process.pid}-${randomUUID().slice(0, 8)}`;
@@ -175,7 +179,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     lock,
     jobKey,
     admission,
-    identity,
+    identity: () => identity,
     reportMacKey: () => {
       if (macKey === undefined) throw new FsbenchError('INTERNAL', 'a job was taken before the agent was enrolled');
       return macKey;
@@ -235,7 +239,13 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   let lastActivity = Date.now();
   let workerRestarts = 0;
   const approval = new ApprovalWatch({
-    check: () => currentApproval({ redis, prefix: s.queuePrefix, identity, hostId, jobKey }),
+    check: async () => {
+      const a = await currentApproval({ redis, prefix: s.queuePrefix, identity, hostId, jobKey });
+      if (a !== null && !rotation.underway && (a.rotate === true || (await rotation.due()))) {
+        rotation.begin(a.rotate === true ? 'the operator asked for it' : 'the key is older than FSBENCH_KEY_MAX_AGE');
+      }
+      return a;
+    },
     intervalMs: Math.max(250, s.heartbeat),
     onLost: () => {
       for (const w of workers) void w.pause(true);
@@ -244,6 +254,32 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
       for (const w of workers) void w.resume();
     },
     log,
+  });
+  const stopRotating = new AbortController();
+  const rotation = new KeyRotation({
+    redis,
+    prefix: s.queuePrefix,
+    stateDir,
+    hostId,
+    labels: s.labels,
+    machine: () => fingerprint.machine,
+    jobKey,
+    maxAgeMs: s.keyMaxAge ?? defaultOf('keyMaxAge'),
+    current: () => identity,
+    // Waits for the run in hand: a rotation happens between runs.
+    pause: async () => {
+      await Promise.all(workers.map((w) => w.pause()));
+    },
+    resume: async () => {
+      if (!stopRotating.signal.aborted && (await approval.checkNow())) for (const w of workers) void w.resume();
+    },
+    switchTo: (next, key) => {
+      identity = next;
+      macKey = key;
+    },
+    log,
+    signal: stopRotating.signal,
+    pollMs: Math.max(100, Math.min(1_000, s.heartbeat)),
   });
   const processJob = async (job: Job<unknown, unknown>, token?: string): Promise<SignedRunReport> => {
     // Revoked since the last look: the job goes back unrun, no attempt counted, for an enrolled host.
@@ -292,7 +328,7 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
       return counts.reduce((a, b) => a + b, 0);
     },
     // Not approved, it takes nothing on purpose: no stuck worker to recreate.
-    idle: () => inHand === 0 && !exec.busy && approval.holds,
+    idle: () => inHand === 0 && !exec.busy && approval.holds && !rotation.underway,
     lastActivity: () => lastActivity,
     reachable: () => redisHealth.isReachable,
     silentFor: () => {
@@ -348,6 +384,12 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     log(`agent ${agentId} on host ${hostId} (${fingerprint.machine}, labels: ${s.labels.join(',') || 'none'}, key ${identity.fingerprint}) waiting for runs signed with ${jobKey.fingerprint}`);
   };
   const stopWaiting = new AbortController();
+  // A rotation the coordinator finished while this host's agents were down: the new key is the one enrolled.
+  identity =
+    (await finishBegunRotation({ redis, prefix: s.queuePrefix, stateDir, hostId, jobKey }).catch((err: unknown) => {
+      log(`key rotation: ${messageOf(err)}`);
+      return null;
+    })) ?? identity;
   const enrolled = awaitEnrollment({
     redis,
     prefix: s.queuePrefix,
@@ -385,7 +427,9 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
       watchdog.stop();
       approval.stop();
       stopWaiting.abort();
+      stopRotating.abort();
       await redisHealth.settle(enrolled, STOP_REDIS_MS);
+      await redisHealth.settle(rotation.settled(), STOP_REDIS_MS);
       clearInterval(refresh);
       clearInterval(recovery);
       const grace = setTimeout(() => {
@@ -428,5 +472,14 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     })();
     return stopping;
   };
-  return { agentId, hostId, key: identity.fingerprint, enrolled, approved: () => approval.holds, stop };
+  return {
+    agentId,
+    hostId,
+    get key() {
+      return identity.fingerprint;
+    },
+    enrolled,
+    approved: () => approval.holds,
+    stop,
+  };
 }

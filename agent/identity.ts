@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RedisConnection } from '../queue/redis.js';
 import { FsbenchError } from '../contract/errors.js';
-import { Announcement, ApprovalEntry, parseJson, type Approval, ReportKeyEntry, reportMacKey, sealToken } from '../queue/enrollment.js';
+import { Announcement, ApprovalEntry, parseJson, type Approval, ReportKeyEntry, reportMacKey, rotationStatement, sealToken } from '../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../queue/keys.js';
 import { canonicalJson, keyFingerprint, loadOrCreatePrivateKey, signText, type JobVerifier } from '../queue/signing.js';
 
@@ -40,6 +40,11 @@ export function hostStateDir(stateDir: string, hostId: string): string {
 export async function loadOrCreateAgentKey(stateDir: string): Promise<AgentIdentity> {
   const privateKey = await loadOrCreatePrivateKey(path.join(stateDir, AGENT_KEY_FILE), 'ed25519', 'agent key (it must then be enrolled again)');
   const reportKey = await loadOrCreatePrivateKey(path.join(stateDir, AGENT_REPORT_KEY_FILE), 'x25519', 'agent report key (the agent must then be enrolled again)');
+  return identityOf(privateKey, reportKey);
+}
+
+/** An identity from its Ed25519 key and its X25519 report key (both private). */
+export function identityOf(privateKey: KeyObject, reportKey: KeyObject): AgentIdentity {
   const publicKey = createPublicKey(privateKey);
   return {
     privateKey,
@@ -85,9 +90,12 @@ export interface EnrollmentRequest {
 /**
  * What an agent writes for its key in `agentKeysKey` (field: its fingerprint): the announcement's
  * exact text and its signature with that key, and with a token, its secret sealed to the
- * coordinator's report key `sealTo` (without that key, the token is left out).
+ * coordinator's report key `sealTo` (without that key, the token is left out); in a rotation, the
+ * signature of the enrolled key `rotatedFrom` handing over to this one.
  */
-export function announcementOf(identity: AgentIdentity, hostId: string, machine: string, labels: readonly string[], token?: string, sealTo?: KeyObject): string {
+export function announcementOf(
+  identity: AgentIdentity, hostId: string, machine: string, labels: readonly string[], token?: string, sealTo?: KeyObject, rotatedFrom?: AgentIdentity,
+): string {
   const [tokenId, secret] = token?.split('.') ?? [];
   const body: Announcement = {
     v: 1,
@@ -99,6 +107,9 @@ export function announcementOf(identity: AgentIdentity, hostId: string, machine:
     ...(tokenId !== undefined && secret !== undefined && sealTo !== undefined
       ? { token: { id: tokenId, sealed: sealToken(secret, identity.reportKey, sealTo, tokenId, identity.fingerprint, hostId) } }
       : {}),
+    ...(rotatedFrom === undefined
+      ? {}
+      : { rotatedFrom: { key: rotatedFrom.fingerprint, signature: signText(rotatedFrom.privateKey, 'rotation', rotationStatement(rotatedFrom.fingerprint, identity.fingerprint, { publicKey: identity.publicKeyPem, reportKey: identity.reportKeyPem, hostId, machine })) } }),
   };
   const text = canonicalJson(body);
   return JSON.stringify({ body: text, signature: signText(identity.privateKey, 'announcement', text) });

@@ -34,8 +34,8 @@ export interface RunJobDeps {
   readonly jobKey: JobVerifier;
   /** Where a verified job may run, and what ran here already: refusals come before any side effect. */
   readonly admission: Admission;
-  /** This agent's key: every report names it. */
-  readonly identity: AgentIdentity;
+  /** This agent's key now (a rotation replaces it between runs): every report names it. */
+  readonly identity: () => AgentIdentity;
   /** The secret this agent's reports are authenticated with (known once it is enrolled, before any job). */
   readonly reportMacKey: () => Buffer;
   readonly hostId: string;
@@ -145,7 +145,7 @@ export class RunExecutor {
         hostId: this.deps.hostId,
       };
       const text = JSON.stringify(report);
-      const signed: SignedRunReport = { report: text, key: this.deps.identity.fingerprint, mac: reportMac(this.deps.reportMacKey(), text) };
+      const signed: SignedRunReport = { report: text, key: this.deps.identity().fingerprint, mac: reportMac(this.deps.reportMacKey(), text) };
       await this.deps.admission.ranNow(data, signed);
       return signed;
     } finally {

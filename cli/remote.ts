@@ -42,7 +42,7 @@ async function serviceLog(name: 'coordinator' | 'agent') {
 
 const AGENT_SETTINGS = [
   'redisUrl', 'redisCa', 'redisCert', 'redisKey', 'redisPasswordFile', 'redisSentinels', 'redisMaster', 'redisSentinelUser', 'redisSentinelPassword', 'redisSentinelTls', 'redisCluster', 'queuePrefix', 'machine', 'labels', 'scratch', 'hostId', 'heartbeat',
-  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'watchers', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy', 'machineFile',
+  'stallTimeout', 'maxAttempts', 'stopGrace', 'jobKey', 'journalDir', 'allowedTargets', 'maxQueuedEvents', 'maxWatches', 'watchers', 'maxSteal', 'maxOutsideCpu', 'stateDir', 'enrollToken', 'enrollTokenCopy', 'keyMaxAge', 'machineFile',
   'healthFile',
 ] as const satisfies readonly SettingName[];
 
@@ -260,7 +260,7 @@ export function registerRemoteCommands(program: Command): void {
 
   const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled, waiting for approval or revoked'), CLIENT_SETTINGS)
     .option('--json', 'print the JSON answer')
-    .option('--history', 'list every change to who is enrolled instead (token used, approval, approval taken in, revocation): when, who, what')
+    .option('--history', 'list every change to who is enrolled instead (token used, approval, approval taken in, revocation, rotation): when, who, what')
     .action(async (opts: Record<string, unknown>) => {
       if (opts['history'] === true) {
         await printHistory(clientFromSettings(opts), opts['json'] === true);
@@ -317,16 +317,27 @@ export function registerRemoteCommands(program: Command): void {
       log(`revoked ${key.key} of ${key.machine} (host ${key.hostId}): the host enrolls a new key to work again`);
     });
 
+  withSettings(agents.command('rotate').description('Ask an enrolled agent to rotate its key: it makes a new one when idle, signed over by the old one, which is revoked once the new one is enrolled'), CLIENT_SETTINGS)
+    .argument('<agent>', 'the key fingerprint `fsbench agents` shows, or the machine name or host id of exactly one enrolled key')
+    .action(async (agent: string, _opts: unknown, cmd: Command) => {
+      const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/rotate', { agent }));
+      log(`asked ${key.key} of ${key.machine} (host ${key.hostId}) to rotate: its agent makes a new key between runs, and \`fsbench agents --history\` lists the rotation`);
+    });
+
   withSettings(agents.command('token').description('Make one-time enrollment tokens: an agent started with one (FSBENCH_ENROLL_TOKEN) enrolls itself'), CLIENT_SETTINGS)
     .option('--count <n>', 'how many (one per agent host)', '1')
     .option('--ttl <duration>', 'how long they stay valid (1m to 30d)', '1h')
+    .option('--machine <name>', 'enroll only a key announcing this machine name')
+    .option('--host <id>', 'enroll only a key announcing this host id')
+    .option('--replace', "enroll a key for a host that has a live one, revoking that one (a reinstalled host); without it such a use is refused")
     .action(async (_opts: unknown, cmd: Command) => {
       const opts: Record<string, unknown> = cmd.optsWithGlobals();
       const count = Number(opts['count']);
       if (!Number.isInteger(count) || count < 1) throw new FsbenchError('CONFIG_INVALID', `--count ${String(opts['count'])} must be a whole number of tokens, at least 1`);
+      const bound = z.object({ machine: z.string().optional(), host: z.string().optional(), replace: z.boolean().default(false) }).parse({ machine: opts['machine'], host: opts['host'], replace: opts['replace'] === true });
       const answer = z
         .object({ tokens: z.array(z.string()), expiresAt: z.string() })
-        .parse(await clientFromSettings(opts).json('POST', '/v1/agents/tokens', { count, ttl: String(opts['ttl']) }));
+        .parse(await clientFromSettings(opts).json('POST', '/v1/agents/tokens', { count, ttl: String(opts['ttl']), ...bound }));
       // The tokens on stdout, one per line, for scripts; what they are on stderr.
       for (const t of answer.tokens) process.stdout.write(`${t}\n`);
       log(`${answer.tokens.length} one-time token(s), valid until ${answer.expiresAt}: give each agent host one as FSBENCH_ENROLL_TOKEN (or FSBENCH_ENROLL_TOKEN_FILE)`);

@@ -39,9 +39,20 @@ export const Announcement = z
     labels: z.array(z.string().max(64)).max(32),
     /** An enrollment token: its id, and its secret sealed to the coordinator's report key (sealToken). */
     token: z.object({ id: TokenId, sealed: z.string().regex(/^[A-Za-z0-9_-]{80,120}$/) }).strict().optional(),
+    /** A rotation: the enrolled key this one replaces, and that key's signature over rotationStatement. */
+    rotatedFrom: z.object({ key: KeyFingerprint, signature: JobSignature }).strict().optional(),
   })
   .strict();
 export type Announcement = z.infer<typeof Announcement>;
+
+/**
+ * What an agent's old key signs to hand its enrollment to a new key: the new key, its report key,
+ * and the host and machine the old key is bound to. Signed apart from the announcement (which the
+ * new key signs), so that neither key alone can claim the other.
+ */
+export function rotationStatement(from: string, to: string, a: Pick<Announcement, 'publicKey' | 'reportKey' | 'hostId' | 'machine'>): string {
+  return JSON.stringify({ v: 1, from, to, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine });
+}
 
 /** An announcement as it sits in Redis: the exact JSON text that was signed, and the signature. */
 export const AnnouncementEntry = z.object({ body: z.string().max(8192), signature: JobSignature }).strict();
@@ -63,6 +74,8 @@ export const Approval = z
     id: z.string().regex(/^[A-Za-z0-9_-]{22}$/),
     /** ms since the epoch. */
     expiresAt: z.number().int().nonnegative(),
+    /** An operator asked this key's agent to rotate (`fsbench agents rotate`): it makes a new key when idle. */
+    rotate: z.literal(true).optional(),
   })
   .strict();
 export type Approval = z.infer<typeof Approval>;
@@ -144,7 +157,7 @@ export const AgentKeyView = z.object({
   machine: z.string(),
   labels: z.array(z.string()),
   state: z.enum(['pending', 'enrolled', 'revoked']),
-  via: z.enum(['approval', 'token', 'import']).nullable(),
+  via: z.enum(['approval', 'token', 'import', 'rotate']).nullable(),
   firstSeen: z.iso.datetime(),
   enrolledAt: z.iso.datetime().nullable(),
   revokedAt: z.iso.datetime().nullable(),
@@ -154,8 +167,8 @@ export type AgentKeyView = z.infer<typeof AgentKeyView>;
 /** One change to who is enrolled, as `GET /v1/agents/history` lists it (newest first). */
 export const AuditEntryView = z.object({
   at: z.iso.datetime(),
-  actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token), or `coordinator`'),
-  action: z.enum(['enroll-token', 'approve', 'import', 'revoke']),
+  actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token, or a key rotation), or `coordinator`'),
+  action: z.enum(['enroll-token', 'approve', 'import', 'revoke', 'rotate']),
   key: z.string(),
   hostId: z.string(),
   machine: z.string(),

@@ -44,6 +44,7 @@ export const SIGNED = {
   approval: 'fsbench agent approval v1\n',
   reportKey: 'fsbench coordinator report key v1\n',
   announcement: 'fsbench agent announcement v1\n',
+  rotation: 'fsbench agent key rotation v1\n',
 } as const;
 type SignedKind = keyof typeof SIGNED;
 

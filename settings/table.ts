@@ -291,6 +291,15 @@ export const SETTINGS = {
     default: '2s',
     doc: "How often an agent reports itself; it counts as gone, and its host lock lapses, after 5 missed beats.",
   },
+  keyMaxAge: {
+    env: 'FSBENCH_KEY_MAX_AGE',
+    flag: '--key-max-age <duration>',
+    schema: duration(0, 3650 * 86_400_000).default(90 * 86_400_000),
+    default: '90d',
+    doc:
+      "How old an agent's key may grow: an enrolled agent whose key file is older rotates by itself, between runs, as `fsbench agents rotate` asks it to " +
+      '(a new key signed over by the old one, which is then revoked). 0: never.',
+  },
   stallTimeout: {
     env: 'FSBENCH_STALL_TIMEOUT',
     flag: '--stall-timeout <duration>',

@@ -311,6 +311,18 @@ describe('the OpenAPI document', () => {
     const history = z.object({ changes: z.array(z.object({ action: z.string(), machine: z.string() }).loose()) }).parse(JSON.parse((await exchange(conf, base, '/v1/agents/history', 200)).body));
     expect(history.changes.map((h) => `${h.action} ${h.machine}`)).toEqual(['revoke solo', 'approve solo', 'import openapi-machine']);
     await exchange(conf, base, '/v1/agents/history', 403, { headers: rebound });
+    // Rotation: the two keys on one machine name enrolled, so that name is ambiguous.
+    await approve(JSON.stringify({ agent: 'twin-1' }), 200);
+    await approve(JSON.stringify({ agent: 'twin-2' }), 200);
+    const rotate = (body: string, status: number, headers: Record<string, string> = jsonType) =>
+      exchange(conf, base, '/v1/agents/rotate', status, { method: 'POST', headers, body });
+    await rotate(JSON.stringify({ agent: 'openapi-machine' }), 200);
+    await rotate(JSON.stringify({ agent: 'twin' }), 409);
+    await rotate(JSON.stringify({ agent: 'solo' }), 404);
+    await rotate(JSON.stringify({ name: 'twin-1' }), 400);
+    await rotate(JSON.stringify({ agent: 'x'.repeat(100_000) }), 413);
+    await rotate('agent=twin-1', 415, { 'content-type': 'application/x-www-form-urlencoded' });
+    await rotate(JSON.stringify({ agent: 'twin-1' }), 403, { ...jsonType, 'x-forwarded-proto': 'https' });
 
     // Submissions.
     const submitted = await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, 'idempotency-key': 'conf-1' }, body: matrixJson() });
@@ -465,7 +477,7 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });
   }
-  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/revoke', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
+  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/revoke', jsonType], ['POST', '/v1/agents/rotate', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
   for (const [method, target, type] of writes) {
     await exchange(conf, base, target, 401, { method, headers: type, body: method === 'DELETE' ? undefined : '{}' });
     await exchange(conf, base, target, 403, { method, headers: { ...type, ...wrong }, body: method === 'DELETE' ? undefined : '{}' });
@@ -481,6 +493,7 @@ async function limitAnswers(conf: Conformance): Promise<void> {
   await exchange(conf, limited.url, `/v1/matrices/${id}`, 429, { method: 'DELETE' });
   await exchange(conf, limited.url, '/v1/agents/approve', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/revoke', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
+  await exchange(conf, limited.url, '/v1/agents/rotate', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/tokens', 429, { method: 'POST', headers: jsonType, body: '{}' });
 
   // Comparisons, gates and history: past FSBENCH_MAX_READ_RUNS, then past FSBENCH_READ_LIMIT.

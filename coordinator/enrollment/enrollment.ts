@@ -16,14 +16,14 @@ import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import type { Log } from '../../log/index.js';
 import {
-  Announcement, AnnouncementEntry, parseJson, reportMacKey, type AgentKeyView, type Approval, type AuditEntryView, type ReportKeyEntry,
+  Announcement, AnnouncementEntry, parseJson, reportMacKey, rotationStatement, type AgentKeyView, type Approval, type AuditEntryView, type ReportKeyEntry,
 } from '../../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../../queue/keys.js';
 import type { RedisConnection } from '../../queue/redis.js';
 import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../../queue/signing.js';
-import type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, EnrolledVia, Store } from '../store/index.js';
+import type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, EnrolledVia, Store, TokenBinding } from '../store/index.js';
 import { approvalText, judgeForeign, newApproval, renewalDue } from './approvals.js';
-import { mintTokens, refreshTokenCopy, useToken } from './tokens.js';
+import { mintTokens, refreshTokenCopy, UNBOUND, useToken } from './tokens.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;
@@ -92,7 +92,10 @@ export class Enrollment {
         approval = newApproval();
         this.deps.store.agentKeys.setApproval(row.key, approval);
       }
-      const signed: Approval = { key: row.key, publicKey: row.public_key, reportKey: row.report_key, hostId: row.host_id, machine: row.machine, ...approval };
+      const signed: Approval = {
+        key: row.key, publicKey: row.public_key, reportKey: row.report_key, hostId: row.host_id, machine: row.machine, ...approval,
+        ...(row.rotate_requested === null ? {} : { rotate: true as const }),
+      };
       this.byKey.set(row.key, {
         key: row.key,
         publicKey: createPublicKey(row.public_key),
@@ -187,6 +190,7 @@ export class Enrollment {
     }
     if (writes > 0) await pipe.exec();
     let full = 0;
+    let rotationsRefused = 0;
     // Counted once per look, not per announcement: a flood of them must not cost a scan each.
     let pending = this.deps.store.agentKeys.counts().pending;
     let looked = 0;
@@ -199,6 +203,11 @@ export class Enrollment {
       const a = this.verifiedAnnouncement(key, raw);
       if (!a || this.byKey.has(key) || this.revoked.has(key)) continue;
       const announcedKey: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
+      if (a.rotatedFrom) {
+        // A rotation enrolls in its old key's place or not at all: never a pending key an operator could approve in error.
+        if (!(await this.rotate(announcedKey, a.rotatedFrom))) rotationsRefused++;
+        continue;
+      }
       // A token enrolls its key whether or not there is room to list it.
       const recorded = this.deps.store.agentKeys.recordPending(announcedKey, pending < MAX_PENDING, MAX_PENDING_PER_HOST);
       if (recorded === 'recorded') pending++;
@@ -208,17 +217,78 @@ export class Enrollment {
         full++;
         continue;
       }
-      const sealed = a.token && { id: a.token.id, sealed: a.token.sealed, key, hostId: a.hostId, agentReportKey: createPublicKey(a.reportKey), coordinatorKey: this.deps.reportKey };
-      if (sealed && useToken(this.deps.store, sealed)) {
-        const k = this.enroll(announcedKey, 'token', newApproval(), `agent ${key}`, `token ${sealed.id}`);
-        if (k) await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), key, k.approvalText);
-        await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
-      }
+      if (a.token) await this.enrollWithToken(announcedKey, a.token);
+    }
+    if (rotationsRefused > 0) {
+      // Anyone may write announcements: one line per look, never one per forgery.
+      this.deps.log(`${rotationsRefused} key rotation(s) refused: the key rotated from is not enrolled (revoked or unknown), its signature does not verify, or the new key claims another host or machine`, {
+        event: 'agent.rotation-refused', refused: rotationsRefused,
+      });
     }
     if (full > 0 && !this.fullSaid) {
       this.deps.log(`${full} announced agent key(s) not recorded: ${MAX_PENDING} keys wait already, or ${MAX_PENDING_PER_HOST} for their host: approve or revoke some (\`fsbench agents\`)`, { event: 'agent.pending-full', notRecorded: full });
     }
     this.fullSaid = full > 0;
+  }
+
+  /**
+   * Enrolls `k` with the token its announcement presents, when the token is proven, unused and
+   * what it is bound to; a token made to replace revokes the host's live keys in the same
+   * transaction. A proven token refused for its binding is logged (its id, never its secret) and
+   * stays unused.
+   */
+  private async enrollWithToken(k: AnnouncedKey, token: { readonly id: string; readonly sealed: string }): Promise<void> {
+    const sealed = { id: token.id, sealed: token.sealed, key: k.key, hostId: k.hostId, machine: k.machine, agentReportKey: createPublicKey(k.reportKey), coordinatorKey: this.deps.reportKey };
+    const replaced: AgentKeyRow[] = [];
+    const use = this.deps.store.agentKeys.atomically(() => {
+      const live = this.deps.store.agentKeys.enrolledOfHost(k.hostId);
+      const u = useToken(this.deps.store, sealed);
+      if (u.state !== 'used') return u;
+      const detail = u.replaces && live.length > 0 ? `token ${token.id}, replacing ${live.map((r) => r.key).join(', ')}` : `token ${token.id}`;
+      this.enroll(k, 'token', newApproval(), `agent ${k.key}`, detail);
+      if (u.replaces) for (const old of live) if (this.revokeRow(old, `agent ${k.key}`, `replaced by ${k.key} (token ${token.id})`)) replaced.push(old);
+      return u;
+    });
+    if (use.state === 'refused') {
+      this.deps.log(`enrollment token ${token.id} refused for agent key ${k.key} of ${k.machine} (host ${k.hostId}): ${use.reason}; the token stays unused`, {
+        event: 'agent.token-refused', tokenId: token.id, key: k.key, hostId: k.hostId, machine: k.machine, reason: use.reason,
+      });
+    }
+    if (use.state !== 'used') return;
+    const held = this.byKey.get(k.key);
+    if (held) await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), k.key, held.approvalText);
+    for (const old of replaced) await this.forgetInRedis(old.key);
+    await refreshTokenCopy(this.deps.store, this.deps.tokenCopy);
+  }
+
+  /**
+   * Enrolls `k` in the place of the enrolled key it rotates from, when that key signed the
+   * hand-over (queue/enrollment.ts rotationStatement) and `k` claims the same host and machine;
+   * the old key is revoked in the same transaction. False, enrolling nothing, otherwise.
+   */
+  private async rotate(k: AnnouncedKey, from: { readonly key: string; readonly signature: string }): Promise<boolean> {
+    const old = this.byKey.get(from.key);
+    if (!old || old.hostId !== k.hostId || old.machine !== k.machine) return false;
+    if (!verifyText(old.publicKey, 'rotation', rotationStatement(old.key, k.key, k), from.signature)) return false;
+    const askedBy = this.deps.store.agentKeys.row(old.key)?.rotate_requested ?? null;
+    const actor = `agent ${old.key}`;
+    const detail = `rotated from ${old.key}, ${askedBy === null ? 'by the agent itself (its key reached FSBENCH_KEY_MAX_AGE)' : `asked by ${askedBy}`}`;
+    const row = this.deps.store.agentKeys.atomically(() => {
+      const enrolled = this.deps.store.agentKeys.enroll(k, 'rotate', newApproval(), { actor, action: 'rotate', detail });
+      if (enrolled) this.deps.store.agentKeys.revoke(old.key, { actor, action: 'revoke', detail: `rotated to ${k.key}` });
+      return enrolled;
+    });
+    if (!row) return false;
+    this.remember(row);
+    this.byKey.delete(old.key);
+    this.revoked.add(old.key);
+    const held = this.byKey.get(k.key);
+    if (held) await this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), k.key, held.approvalText);
+    await this.forgetInRedis(old.key);
+    this.deps.log(`agent key ${k.key} of ${k.machine} (host ${k.hostId}) enrolled (rotate) by ${actor}: ${detail}; ${old.key} revoked`, {
+      event: 'agent.enrollment', action: 'rotate', actor, key: k.key, hostId: k.hostId, machine: k.machine, detail, revoked: old.key,
+    });
+    return true;
   }
 
   /** Signs a new approval for an enrolled key, before its current one expires. */
@@ -297,21 +367,59 @@ export class Enrollment {
    * and nothing in Redis enrolls it again. A host that is to work again enrolls a new key.
    */
   revoke(selector: string, actor = 'operator'): AgentKeyView {
-    const rows = this.deps.store.agentKeys.list(MAX_PENDING * 2).filter((r) => r.state !== 'revoked' && (r.key === selector || r.host_id === selector || r.machine === selector));
-    const [row, ...more] = rows;
-    if (!row) throw new FsbenchError('NOT_FOUND', `no enrolled or waiting agent key is called ${selector}: \`fsbench agents\` lists them (key, host and machine)`);
-    if (more.length > 0) {
-      throw new FsbenchError('CONFLICT', `${selector} names ${rows.length} agent keys (${rows.map((r) => `${r.key} on host ${r.host_id}, ${r.state}`).join(', ')}): revoke one by its key`);
-    }
-    this.deps.store.agentKeys.revoke(row.key, { actor, action: 'revoke', detail: `was ${row.state}` });
-    this.byKey.delete(row.key);
-    this.revoked.add(row.key);
-    // The database decided; Redis is told when it answers (sync() removes the approval otherwise).
-    this.deps.redis.multi().hdel(agentApprovalsKey(this.deps.prefix), row.key).hdel(agentKeysKey(this.deps.prefix), row.key).exec().catch(() => undefined);
-    this.deps.log(`agent key ${row.key} of ${row.machine} (host ${row.host_id}) revoked by ${actor}`, {
-      event: 'agent.enrollment', action: 'revoke', actor, key: row.key, hostId: row.host_id, machine: row.machine, detail: `was ${row.state}`,
+    const row = this.oneKeyNamed(selector, ['enrolled', 'pending'], 'revoke');
+    this.revokeRow(row, actor, `was ${row.state}`);
+    void this.forgetInRedis(row.key);
+    return this.view(row.key);
+  }
+
+  /**
+   * Asks the agent of the enrolled key `selector` names to rotate: its approval, signed anew, says
+   * so, and the agent makes a new key when idle between runs and hands its enrollment over to it
+   * (rotate() above), after which this key is revoked. The database decided; Redis is told when it
+   * answers (sync() writes back an approval that is not the one the database holds).
+   */
+  requestRotation(selector: string, actor = 'operator'): AgentKeyView {
+    const row = this.oneKeyNamed(selector, ['enrolled'], 'rotate');
+    if (!this.deps.store.agentKeys.requestRotation(row.key, actor, newApproval())) throw new FsbenchError('CONFLICT', `agent key ${row.key} was revoked meanwhile`);
+    const asked = this.deps.store.agentKeys.row(row.key);
+    if (asked) this.remember(asked);
+    const held = this.byKey.get(row.key);
+    if (held) this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), row.key, held.approvalText).catch(() => undefined);
+    this.deps.log(`agent key ${row.key} of ${row.machine} (host ${row.host_id}) asked to rotate by ${actor}`, {
+      event: 'agent.rotation-requested', actor, key: row.key, hostId: row.host_id, machine: row.machine,
     });
     return this.view(row.key);
+  }
+
+  /** The one key in `states` that `selector` names (its fingerprint, host id or machine name); NOT_FOUND or CONFLICT otherwise. */
+  private oneKeyNamed(selector: string, states: readonly AgentKeyRow['state'][], verb: string): AgentKeyRow {
+    const rows = this.deps.store.agentKeys.list(MAX_PENDING * 2).filter((r) => states.includes(r.state) && (r.key === selector || r.host_id === selector || r.machine === selector));
+    const [row, ...more] = rows;
+    if (!row) throw new FsbenchError('NOT_FOUND', `no ${states.join(' or ')} agent key is called ${selector}: \`fsbench agents\` lists them (key, host and machine)`);
+    if (more.length > 0) {
+      throw new FsbenchError('CONFLICT', `${selector} names ${rows.length} agent keys (${rows.map((r) => `${r.key} on host ${r.host_id}, ${r.state}`).join(', ')}): ${verb} one by its key`);
+    }
+    return row;
+  }
+
+  /** Revokes a key in the database and in memory, logged; false when it was revoked already. */
+  private revokeRow(row: AgentKeyRow, actor: string, detail: string): boolean {
+    if (!this.deps.store.agentKeys.revoke(row.key, { actor, action: 'revoke', detail })) return false;
+    this.byKey.delete(row.key);
+    this.revoked.add(row.key);
+    this.deps.log(`agent key ${row.key} of ${row.machine} (host ${row.host_id}) revoked by ${actor}`, {
+      event: 'agent.enrollment', action: 'revoke', actor, key: row.key, hostId: row.host_id, machine: row.machine, detail,
+    });
+    return true;
+  }
+
+  /**
+   * Removes a revoked key's approval and announcement from Redis. The database decided; Redis is
+   * told when it answers (sync() removes the approval otherwise).
+   */
+  private async forgetInRedis(key: string): Promise<void> {
+    await this.deps.redis.multi().hdel(agentApprovalsKey(this.deps.prefix), key).hdel(agentKeysKey(this.deps.prefix), key).exec().catch(() => undefined);
   }
 
   private view(key: string): AgentKeyView {
@@ -320,9 +428,9 @@ export class Enrollment {
     return viewOf(row);
   }
 
-  /** New one-time tokens, valid for `ttlMs`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
-  mintTokens(count: number, ttlMs: number): { tokens: string[]; expiresAt: string } {
-    return mintTokens(this.deps.store, count, ttlMs);
+  /** New one-time tokens, valid for `ttlMs`, bound to `binding`: `<id>.<secret>`, shown once; only the secret's hash is kept. */
+  mintTokens(count: number, ttlMs: number, binding: TokenBinding = UNBOUND): { tokens: string[]; expiresAt: string } {
+    return mintTokens(this.deps.store, count, ttlMs, binding);
   }
 }
 

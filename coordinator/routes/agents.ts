@@ -1,11 +1,12 @@
 /**
  * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
- * (enrollment/), approving a waiting key, revoking one, the audit of those changes, and making
- * one-time enrollment tokens.
+ * (enrollment/), approving a waiting key, revoking one, asking one to rotate its key, the audit of
+ * those changes, and making one-time enrollment tokens.
  */
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { parseDuration } from '../../contract/units.js';
+import { Target } from '../../queue/jobs.js';
 import { liveAgents } from '../../queue/registry.js';
 import { FSBENCH_VERSION } from '../../host/version.js';
 import { absent, readBody, requireRead, requireWrite, withDeadline, type AuthConfig } from '../http/index.js';
@@ -41,6 +42,11 @@ const Tokens = z
         return r.value;
       })
       .pipe(z.number().min(TOKEN_TTL_MIN_MS, 'must be at least 1m').max(TOKEN_TTL_MAX_MS, 'must be at most 30d')),
+    /** What the tokens enroll only: a key announcing this machine name, this host id. */
+    machine: z.string().min(1).max(200).optional(),
+    host: Target.optional(),
+    /** Whether a token may enroll a key for a host that has a live one, revoking it. */
+    replace: z.boolean().default(false),
   })
   .strict();
 
@@ -78,15 +84,20 @@ export function agentsRouter(d: AgentsDeps): Router {
     res.json(enrollment().revoke(agent, actor(req)));
   });
 
+  router.post('/v1/agents/rotate', write, ...body, (req, res) => {
+    const { agent } = Approve.parse(req.body);
+    res.json(enrollment().requestRotation(agent, actor(req)));
+  });
+
   router.get('/v1/agents/history', read, (_req, res) => {
     res.json({ changes: enrollment().history() });
   });
 
   router.post('/v1/agents/tokens', write, ...body, (req, res) => {
-    const { count, ttl } = Tokens.parse(req.body);
-    const minted = enrollment().mintTokens(count, ttl);
-    // The tokens themselves are never logged: only that some were made.
-    d.log(`${count} enrollment token(s) made, valid until ${minted.expiresAt}`, { event: 'agent.tokens', count });
+    const { count, ttl, machine, host, replace } = Tokens.parse(req.body);
+    const minted = enrollment().mintTokens(count, ttl, { machine: machine ?? null, hostId: host ?? null, replace });
+    // The tokens themselves are never logged: only that some were made, and what they are bound to.
+    d.log(`${count} enrollment token(s) made, valid until ${minted.expiresAt}`, { event: 'agent.tokens', count, machine, host, replace });
     res.status(201).json(minted);
   });
   return router;

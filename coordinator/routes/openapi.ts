@@ -31,6 +31,15 @@ const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) =>
 const readErrors = (...statuses: number[]) => errors(...[...new Set([401, 403, ...statuses, 500])].sort());
 /** Every write: 401 and 403 by the token or the local-only rule, 429 past FSBENCH_WRITE_LIMIT, 500 for a bug. */
 const writeErrors = (...statuses: number[]) => errors(...[...new Set([401, 403, 429, ...statuses, 500])].sort());
+/** A write naming one agent key (`{ agent }`: its fingerprint, or the machine name or host id of exactly one key), answered with that key. */
+const agentKeyAction = (summary: string, answered: string, ...statuses: number[]) => ({
+  post: {
+    summary,
+    security: [{ bearer: [] }],
+    requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
+    responses: { '200': { description: answered, content: json(ref('AgentKey')) }, ...writeErrors(...statuses) },
+  },
+});
 
 const READY = {
   type: 'object',
@@ -133,31 +142,24 @@ export function openApiDocument(version: string): JsonSchema {
         },
       },
       '/v1/agents': { get: { summary: 'Live agents with their fingerprints, and the agent keys enrolled or waiting for approval', responses: { '200': { description: '{ hosts, agents, keys, pending }', content: json(ref('Agents')) }, ...readErrors(503) } } },
-      '/v1/agents/approve': {
-        post: {
-          summary: "Enroll the waiting agent key a machine name, host id or key names, binding it to its host: its reports count from then on",
-          security: [{ bearer: [] }],
-          requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
-          responses: { '200': { description: 'the enrolled key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415, 503) },
-        },
-      },
-      '/v1/agents/revoke': {
-        post: {
-          summary: 'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is deleted, its reports are dropped, and nothing in Redis enrolls it again',
-          security: [{ bearer: [] }],
-          requestBody: { required: true, content: json({ type: 'object', required: ['agent'], additionalProperties: false, properties: { agent: { type: 'string', minLength: 1, maxLength: 200 } } }) },
-          responses: { '200': { description: 'the revoked key', content: json(ref('AgentKey')) }, ...writeErrors(400, 404, 409, 413, 415) },
-        },
-      },
+      '/v1/agents/approve': agentKeyAction("Enroll the waiting agent key a machine name, host id or key names, binding it to its host: its reports count from then on", 'the enrolled key', 400, 404, 409, 413, 415, 503),
+      '/v1/agents/revoke': agentKeyAction(
+        'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is deleted, its reports are dropped, and nothing in Redis enrolls it again',
+        'the revoked key', 400, 404, 409, 413, 415,
+      ),
+      '/v1/agents/rotate': agentKeyAction(
+        'Ask the agent of the enrolled key a key fingerprint (or the machine name or host id of exactly one key) names to rotate: its approval says so, it makes a new key when idle and announces it signed by the old one, and the coordinator enrolls the new key for the same host and machine and revokes the old',
+        'the key asked to rotate', 400, 404, 409, 413, 415,
+      ),
       '/v1/agents/history': {
         get: {
-          summary: 'Every change to who is enrolled (token used, approval, approval taken in, revocation), newest first: who, what, when',
+          summary: 'Every change to who is enrolled (token used, approval, approval taken in, revocation, rotation), newest first: who, what, when',
           responses: { '200': { description: '{ changes }', content: json(ref('EnrollmentHistory')) }, ...readErrors() },
         },
       },
       '/v1/agents/tokens': {
         post: {
-          summary: 'Make one-time enrollment tokens (shown this once; only their hash is kept)',
+          summary: 'Make one-time enrollment tokens (shown this once; only their hash is kept), bound to a machine or host if asked; a token is refused for a host that has a live key unless made with `replace`',
           security: [{ bearer: [] }],
           requestBody: {
             required: true,
@@ -167,6 +169,9 @@ export function openApiDocument(version: string): JsonSchema {
               properties: {
                 count: { type: 'integer', minimum: 1, maximum: MAX_TOKENS_PER_REQUEST, description: 'default 1' },
                 ttl: { type: ['string', 'integer'], description: 'how long they stay valid, 1m to 30d (default 1h)' },
+                machine: { type: 'string', minLength: 1, maxLength: 200, description: 'enroll only a key announcing this machine name' },
+                host: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'enroll only a key announcing this host id' },
+                replace: { type: 'boolean', description: "may enroll a key for a host that has a live one, revoking it (default false: refused)" },
               },
             }),
           },

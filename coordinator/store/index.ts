@@ -4,7 +4,7 @@
  * matrices' runs as reports do through the adapters, and copies the database through backup.
  */
 export { backupDatabase, restoreDatabase, type DatabaseSummary } from './backup.js';
-export type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, AuditRow, EnrolledVia } from './key-table.js';
+export type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, AuditRow, EnrolledVia, TokenBinding } from './key-table.js';
 export type { NewPoint, SeriesRow } from './history-table.js';
 export { MATRIX_STATES, type MatrixRecord, type MatrixState, type MatrixTotals, type NewMatrix } from './matrix-rows.js';
 export type { PlanCell, Planned } from './plan-table.js';

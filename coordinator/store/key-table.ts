@@ -20,10 +20,12 @@ export interface AgentKeyRow {
   approval_id: string | null;
   approval_expires: number | null;
   revoked_at: number | null;
+  /** Who asked this key's agent to rotate (`fsbench agents rotate`), until it did. */
+  rotate_requested: string | null;
 }
 
-/** How a key came to be enrolled: an operator's approval, a token, or an approval this coordinator signed that its database had no record of. */
-export type EnrolledVia = 'approval' | 'token' | 'import';
+/** How a key came to be enrolled: an operator's approval, a token, an approval this coordinator signed that its database had no record of, or its agent's enrolled key handing over to it. */
+export type EnrolledVia = 'approval' | 'token' | 'import' | 'rotate';
 
 /** The approval signed for an enrolled key: its id and until when it holds. */
 export interface ApprovalRecord {
@@ -42,7 +44,14 @@ export interface AuditRow {
   readonly machine: string;
   readonly detail: string;
 }
-export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke';
+export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke' | 'rotate';
+
+/** What an enrollment token is bound to at creation: a machine, a host, and whether it may replace a host's live key. */
+export interface TokenBinding {
+  readonly machine: string | null;
+  readonly hostId: string | null;
+  readonly replace: boolean;
+}
 
 /** An agent key as announced: what a pending or enrolled row records of it. */
 export interface AnnouncedKey {
@@ -128,6 +137,23 @@ export class AgentKeyTable {
     this.db.prepare("UPDATE agent_keys SET approval_id = ?, approval_expires = ? WHERE key = ? AND state = 'enrolled'").run(approval.id, approval.expiresAt, key);
   }
 
+  /** Records that `actor` asked an enrolled key's agent to rotate, with the approval that says so; false when the key is not enrolled. */
+  requestRotation(key: string, actor: string, approval: ApprovalRecord): boolean {
+    return this.db
+      .prepare("UPDATE agent_keys SET rotate_requested = ?, approval_id = ?, approval_expires = ? WHERE key = ? AND state = 'enrolled'")
+      .run(actor, approval.id, approval.expiresAt, key).changes === 1;
+  }
+
+  /** The keys enrolled for `hostId`. */
+  enrolledOfHost(hostId: string): AgentKeyRow[] {
+    return this.db.prepare<[string], AgentKeyRow>("SELECT * FROM agent_keys WHERE host_id = ? AND state = 'enrolled'").all(hostId);
+  }
+
+  /** Runs `fn` in one transaction (nested ones are savepoints): an enrollment and the revocations it implies, all or none. */
+  atomically<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
   /** Revokes a key for good and audits it, in one transaction; false when it was revoked already. */
   revoke(key: string, audit: Omit<AuditRow, 'key' | 'hostId' | 'machine' | 'at'>): boolean {
     const now = Date.now();
@@ -165,11 +191,13 @@ export class AgentKeyTable {
   }
 
   /** An enrollment token by its id. */
-  token(id: string): { secretHash: Buffer; expiresAt: number; usedBy: string | null } | undefined {
+  token(id: string): { secretHash: Buffer; expiresAt: number; usedBy: string | null; binding: TokenBinding } | undefined {
     const row = this.db
-      .prepare<[string], { secret_hash: Buffer; expires_at: number; used_by: string | null }>('SELECT secret_hash, expires_at, used_by FROM enrollment_tokens WHERE id = ?')
+      .prepare<[string], { secret_hash: Buffer; expires_at: number; used_by: string | null; machine: string | null; host_id: string | null; replace_live: number }>(
+        'SELECT secret_hash, expires_at, used_by, machine, host_id, replace_live FROM enrollment_tokens WHERE id = ?',
+      )
       .get(id);
-    return row && { secretHash: row.secret_hash, expiresAt: row.expires_at, usedBy: row.used_by };
+    return row && { secretHash: row.secret_hash, expiresAt: row.expires_at, usedBy: row.used_by, binding: { machine: row.machine, hostId: row.host_id, replace: row.replace_live === 1 } };
   }
 
   /** Marks a token used by `key`; false when another used it first. */
@@ -183,11 +211,11 @@ export class AgentKeyTable {
   }
 
   /** Stores new tokens, each valid until `expiresAt`, and forgets the expired ones, in one transaction. */
-  addTokens(tokens: readonly { readonly id: string; readonly secretHash: Buffer }[], now: number, expiresAt: number, copy: boolean): void {
-    const insert = this.db.prepare('INSERT INTO enrollment_tokens (id, secret_hash, created_at, expires_at, copy) VALUES (?, ?, ?, ?, ?)');
+  addTokens(tokens: readonly { readonly id: string; readonly secretHash: Buffer }[], now: number, expiresAt: number, copy: boolean, binding: TokenBinding): void {
+    const insert = this.db.prepare('INSERT INTO enrollment_tokens (id, secret_hash, created_at, expires_at, copy, machine, host_id, replace_live) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM enrollment_tokens WHERE expires_at < ?').run(now);
-      for (const t of tokens) insert.run(t.id, t.secretHash, now, expiresAt, copy ? 1 : 0);
+      for (const t of tokens) insert.run(t.id, t.secretHash, now, expiresAt, copy ? 1 : 0, binding.machine, binding.hostId, binding.replace ? 1 : 0);
     })();
   }
 }

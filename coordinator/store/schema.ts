@@ -18,7 +18,7 @@ export const DATABASE_FILE = 'fsbench.db';
 const AGENT_KEYS_TABLE = (name: string) => `CREATE TABLE IF NOT EXISTS ${name} (
   key TEXT PRIMARY KEY, public_key TEXT NOT NULL, report_key TEXT NOT NULL, host_id TEXT NOT NULL, machine TEXT NOT NULL, labels TEXT NOT NULL,
   state TEXT NOT NULL CHECK (state IN ('pending', 'enrolled', 'revoked')), via TEXT, first_seen INTEGER NOT NULL, enrolled_at INTEGER,
-  approval_id TEXT, approval_expires INTEGER, revoked_at INTEGER
+  approval_id TEXT, approval_expires INTEGER, revoked_at INTEGER, rotate_requested TEXT
 ) WITHOUT ROWID;`;
 
 const SCHEMA = `
@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS enrollment_audit (
 );
 CREATE TABLE IF NOT EXISTS enrollment_tokens (
   id TEXT PRIMARY KEY, secret_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-  used_by TEXT, used_at INTEGER, copy INTEGER NOT NULL DEFAULT 0
+  used_by TEXT, used_at INTEGER, copy INTEGER NOT NULL DEFAULT 0,
+  machine TEXT, host_id TEXT, replace_live INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS history_series (
   id INTEGER PRIMARY KEY, name TEXT NOT NULL, machine TEXT NOT NULL, metric TEXT NOT NULL, cell_key TEXT NOT NULL,
@@ -146,9 +147,17 @@ export function openDatabase(file: string): Database.Database {
   const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('runs')").all().map((c) => c.name));
   for (const column of ADDED_RUN_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`);
   migrateAgentKeys(db);
+  // Added after their tables were first released: a rotation asked for, and what a token is bound to.
+  addMissingColumns(db, 'agent_keys', { rotate_requested: 'TEXT' });
+  addMissingColumns(db, 'enrollment_tokens', { machine: 'TEXT', host_id: 'TEXT', replace_live: 'INTEGER NOT NULL DEFAULT 0' });
   // Pending keys are counted per host at each new announcement (key-table.ts recordPending).
   db.exec("CREATE INDEX IF NOT EXISTS agent_keys_by_host ON agent_keys (host_id, state)");
   return db;
+}
+
+function addMissingColumns(db: Database.Database, table: 'agent_keys' | 'enrollment_tokens', columns: Readonly<Record<string, string>>): void {
+  const have = new Set(db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)').all(table).map((c) => c.name));
+  for (const [name, declaration] of Object.entries(columns)) if (!have.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${declaration}`);
 }
 
 /**

@@ -16,6 +16,7 @@ import { QueueEvents } from 'bullmq';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { startAgent, type AgentSettings, type RunningAgent } from '../../agent/agent.js';
 import { startCoordinator, type CoordinatorSettings, type RunningCoordinator } from '../../coordinator/server.js';
+import type { LogSink } from '../../log/index.js';
 import { JOB_KEY_FILE } from '../../queue/signing.js';
 import { startRedis, uniquePrefix, type TestRedis } from '../fixtures/redis-server.js';
 import { preEnroll } from './enroll.js';
@@ -30,8 +31,8 @@ export function enrollsItself<T extends object>(over: T): T {
 export interface Cluster {
   /** The file's redis-server (started in beforeAll). */
   readonly redis: () => TestRedis;
-  /** A coordinator on a free port with its own queue prefix and data directory (`over.dataDir`'s is removed after, too). */
-  coordinator(over?: Partial<CoordinatorSettings>): Promise<RunningCoordinator & { prefix: string; dataDir: string }>;
+  /** A coordinator on a free port with its own queue prefix and data directory (`over.dataDir`'s is removed after, too); its log lines go to `sink` (none by default). */
+  coordinator(over?: Partial<CoordinatorSettings>, sink?: LogSink): Promise<RunningCoordinator & { prefix: string; dataDir: string }>;
   /** The public job key (PEM) the cluster's agents are given (FSBENCH_JOB_KEY). */
   readonly jobKey: string;
   /** Its private key (PEM): what each coordinator of the cluster signs with. */
@@ -76,7 +77,7 @@ export function useCluster(name = 'test'): Cluster {
     jobKey,
     jobPrivateKey: privatePem,
     cleanup: (fn) => cleanups.push(fn),
-    async coordinator(over = {}) {
+    async coordinator(over = {}, sink = quiet) {
       const dataDir = over.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), `fsbench-${name}-coord-`)));
       const prefix = over.queuePrefix ?? uniquePrefix(name);
       // 'wx': a data directory reused from an earlier coordinator keeps its key.
@@ -89,7 +90,7 @@ export function useCluster(name = 'test'): Cluster {
           maxAttempts: 3, maxBody: 64 * 1024, maxRuns: 100_000, maxDuration: 86_400_000, maxQueued: 200_000, hostTimeout: 600_000,
           ...over,
         },
-        quiet,
+        sink,
       );
       cleanups.push(async () => {
         await c.stop();
