@@ -155,7 +155,9 @@ export async function startCoordinator(s: CoordinatorSettings, sink: LogSink): P
       `${s.jobKeyCopy !== undefined ? ` (also written to ${s.jobKeyCopy})` : ''} as FSBENCH_JOB_KEY`,
     { event: 'coordinator.job-key', fingerprint: jobKey.signer.verifier.fingerprint, publicKeyFile: jobKey.publicKeyFile },
   );
-  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, s.jobTtl ?? defaultOf('jobTtl'), (queue, err) => {
+  const dispatcher = new Dispatcher(redis, s.queuePrefix, s.maxAttempts, s.maxQueued, jobKey.signer, (jobs) => {
+    store.issued.record(jobs);
+  }, s.jobTtl ?? defaultOf('jobTtl'), (queue, err) => {
     if (!health.observe(err)) log(`queue ${queue}: ${messageOf(err)}`, { event: 'queue.error', queue });
   });
   const enrollment = new Enrollment({

@@ -215,7 +215,9 @@ describe('dashboard in headless Chromium', () => {
     await enrollment.approve('laptop');
     const coordinator = buildApp({
       store,
-      dispatcher: new Dispatcher(client, prefix, 3, 200_000, signer),
+      dispatcher: new Dispatcher(client, prefix, 3, 200_000, signer, (jobs) => {
+        store.issued.record(jobs);
+      }),
       enrollment,
       hub,
       redis: client,

@@ -30,6 +30,7 @@ export const BESIDE: readonly string[] = [
   'forgery',
   'grafana-dashboard',
   'install',
+  'job-binding',
   'kubernetes',
   'liveness',
   'machine-binding',

@@ -7,11 +7,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { fingerprintHash } from '../contract/fingerprint.js';
-import { jobId, type RunReport } from '../queue/jobs.js';
+import { jobId, QueuedRunJob, queueName, type RunReport } from '../queue/jobs.js';
 import { fingerprintsKey } from '../queue/keys.js';
 import { signatureDigest } from '../queue/signing.js';
 import { enrollsItself, useCluster } from './helpers/cluster.js';
@@ -57,6 +58,10 @@ describe("another machine's name", () => {
     // An agent changed to report the victim's name anyway: its real key's MAC, a fingerprint naming
     // victim, for a run placed on any host (queued while no agent is live, so nothing else answers it).
     const third = await submit(c.url, { ...matrix, placement: 'any', name: 'forged' });
+    // The job it answers, as it waits on the queue: the report is bound to that job, so only the machine's name is wrong.
+    const any = new Queue(queueName('any'), { connection: { url: cluster.redis().url }, prefix: c.prefix });
+    cluster.cleanup(() => any.close());
+    const job = await until('the job to be queued', async () => (await any.getJobs(['wait'])).map((j) => QueuedRunJob.parse(j.data)).find((j) => j.matrixId === third));
     const cell = cellOf('noop', { value: 1 });
     const scratch = await mkdtemp(path.join(os.tmpdir(), 'fsbench-binding-run-'));
     cluster.cleanup(() => rm(scratch, { recursive: true, force: true }));
@@ -65,7 +70,7 @@ describe("another machine's name", () => {
     await redis.hset(fingerprintsKey(c.prefix), fingerprintHash(json), json);
     const report: RunReport = {
       matrixId: third, target: 'any', cellId: cell.id, repetition: 0, attempts: 1, fingerprint: fingerprintHash(json),
-      result: { ...result, matrix: third }, jobId: jobId(third, cell.id, 'any', 0), jobSignature: signatureDigest('x'), hostId: 'host-mallory',
+      result: { ...result, matrix: third }, jobId: jobId(third, cell.id, 'any', 0), jobSignature: signatureDigest(job.signature ?? ''), hostId: 'host-mallory',
     };
     expect(await dropped(c.url, 'wrong-machine')).toBe(0);
     expect(await reportAsAgent(redis, c.prefix, c.jobKey, stateDir, 'any', report)).toBe(mallory.key);

@@ -27,6 +27,7 @@ import type { RedisConnection } from '../../queue/redis.js';
 import { isConnectionError } from '../../queue/redis-health.js';
 import type { CoordinatorParts } from '../matrices/index.js';
 import type { StoredRun } from '../store/index.js';
+import { DropLog } from './drop-log.js';
 import { boundToMachine, drop, failedRun, field, gaveUp, issuedCheck, reportOf, type DropReason, type Drops, type Report, type Verification } from './verify.js';
 
 /**
@@ -137,9 +138,11 @@ export class Collector {
    */
   private lastRound = 0;
   private watchdog: NodeJS.Timeout | undefined;
+  private readonly dropLog: DropLog;
 
   constructor(private readonly deps: CollectorDeps) {
     this.cursors = deps.store.streamCursors();
+    this.dropLog = new DropLog(deps.log);
   }
 
   start(): void {
@@ -181,6 +184,7 @@ export class Collector {
     // Ends a read blocked on Redis (which may be gone) at once; the loop sees `running` and stops.
     this.reader?.disconnect();
     await this.loop;
+    this.dropLog.endQuiet(Date.now(), true);
   }
 
   /** A method, not the field: the field is read again after each await. */
@@ -215,6 +219,7 @@ export class Collector {
 
   /** One read of the event streams (waiting up to pollMs for it), and the failed sets due. */
   private async drainOnce(reader: RedisConnection): Promise<number> {
+    this.dropLog.endQuiet();
     const active = this.deps.store.activeTargets(LATE_RESULTS_MS);
     if (active !== this.activeSet) {
       this.activeSet = active;
@@ -332,12 +337,10 @@ export class Collector {
     return compareIds(next, cursor) > 0;
   }
 
-  /** One line per reason, and the metric. */
+  /** The metric, and a line per reason and episode. */
   private reportDrops(drops: Drops, what: string): void {
-    for (const [reason, { n, example }] of drops) {
-      this.deps.log(`collector: dropped ${n} ${what}(s) this coordinator did not issue (${reason}), e.g. ${example}`);
-      this.deps.onDropped?.(reason, n);
-    }
+    for (const [reason, { n }] of drops) this.deps.onDropped?.(reason, n);
+    this.dropLog.note(what, drops);
   }
 
   /** Looks up, checks and stores the fingerprints the agents published that are not known here yet. */

@@ -5,5 +5,6 @@
  */
 export { Collector, type CollectorDeps } from './collector.js';
 export { HostWatch, type HostWatchDeps } from './hosts.js';
+export { DropLog, QUIET_MS } from './drop-log.js';
 export { authenticate, type DropReason } from './verify.js';
 export { AgentVersions } from './versions.js';

@@ -3,16 +3,19 @@
  * to Redis can append to a stream, so a report is stored only for a run this coordinator issued:
  * on the queue of its target, of a matrix it has, a cell of that matrix, a repetition below the
  * runs issued of that cell on that target, a target among the matrix's, a plausible attempt count,
- * authenticated by the MAC of the enrolled agent key of its host. A failed job must in addition
- * carry the coordinator's signature. Anything else is counted, logged once per reason and batch,
- * and dropped: it never moves a matrix toward done.
+ * authenticated by the MAC of the enrolled agent key of its host, and answering a job the
+ * coordinator signed for that very run: the report names the job by its signature's digest, which
+ * the store recorded when the job was queued (store/issued-table.ts), so a report for a job never
+ * issued, or carrying another run's or another host's job, is not stored. A failed job must in
+ * addition carry the coordinator's signature. Anything else is counted, logged once per reason and
+ * episode (drop-log.ts), and dropped: it never moves a matrix toward done.
  */
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { ErrorCode } from '../../contract/errors.js';
 import { proofMatches, reportMac } from '../../queue/enrollment.js';
 import { ANY_TARGET, jobId, qualifiedQueueName, QueuedRunJob, RunReport, SignedRunReport, type RunJob } from '../../queue/jobs.js';
-import type { JobVerifier } from '../../queue/signing.js';
+import { signatureDigest, type JobVerifier } from '../../queue/signing.js';
 import type { EnrolledKey } from '../enrollment/index.js';
 import { issuedOf } from '../matrices/index.js';
 import type { MatrixRecord, Store, StoredRun } from '../store/index.js';
@@ -59,6 +62,8 @@ interface Claim {
   readonly target: string;
   readonly repetition: number;
   readonly attempts: number;
+  /** The digest of the signature of the job it answers (RunReport.jobSignature). */
+  readonly jobSignature: string;
 }
 
 /** Drops of one batch, logged once per reason. */
@@ -110,6 +115,9 @@ export function issuedCheck(v: Verification): (c: Claim, queueTarget: string | u
     }
     if (!known) return 'unknown-cell';
     if (c.attempts > v.maxAttempts + MAX_STALLS) return 'attempts';
+    // Matrices submitted before jobs were recorded have reports that cannot be bound (issued-table.ts).
+    const bound = (v.verifyReports ?? true) && !v.store.issued.unboundMatrix(c.matrixId);
+    if (bound && !v.store.issued.issued({ matrixId: c.matrixId, cellId: c.cellId, target: c.target, repetition: c.repetition, digest: c.jobSignature })) return 'wrong-job';
     return null;
   };
 }
@@ -204,7 +212,7 @@ export function failedRun(v: Verification, job: Job<unknown, unknown>, queueTarg
     drop(drops, 'wrong-job', `failed job ${job.id ?? '?'} on ${job.queueQualifiedName} is a copy of the signed job ${run.id} for ${run.queue}`);
     return null;
   }
-  const claim = { matrixId: run.matrixId, cellId: run.cell.id, target: run.target, repetition: run.repetition, attempts: Math.max(1, job.attemptsMade) };
+  const claim = { matrixId: run.matrixId, cellId: run.cell.id, target: run.target, repetition: run.repetition, attempts: Math.max(1, job.attemptsMade), jobSignature: signatureDigest(signature) };
   // A signed job names an issued run; still checked, as the coordinator's key may have been replaced.
   const notIssued = issued(claim, queueTarget);
   if (notIssued !== null) {

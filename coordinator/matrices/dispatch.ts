@@ -12,11 +12,11 @@ import { FsbenchError } from '../../contract/errors.js';
 import { runOrder, type RunOrder } from '../../contract/schedule.js';
 import { randomBytes } from 'node:crypto';
 import { ANY_TARGET, eventStreamLength, jobId, qualifiedQueueName, queueName, RUN_JOB_NAME, runJobOptions, type RunJob, type SignedRunJob } from '../../queue/jobs.js';
-import type { JobSigner } from '../../queue/signing.js';
+import { signatureDigest, type JobSigner } from '../../queue/signing.js';
 import { defaultOf } from '../../settings/index.js';
 import { cancelledKey } from '../../queue/keys.js';
 import { issuedRuns, plannedRuns } from './plans.js';
-import { cellTargetKey, runKey, type MatrixRecord, type Planned, type Store, type TargetInfo } from '../store/index.js';
+import { cellTargetKey, runKey, type IssuedJob, type MatrixRecord, type Planned, type Store, type TargetInfo } from '../store/index.js';
 
 /** Jobs per addBulk call: one round trip each, small enough not to stall Redis. */
 const CHUNK = 1000;
@@ -74,6 +74,12 @@ export function requestOf(store: Store, m: MatrixRecord): EnqueueRequest {
 
 type QueuedJob = { name: string; data: SignedRunJob; opts: { jobId: string } & ReturnType<typeof runJobOptions> };
 
+/** What the store records of a job about to be queued (store/issued-table.ts): the run, and its signature's digest. */
+function recordOf(job: QueuedJob): IssuedJob {
+  const { matrixId, cell, target, repetition, signature } = job.data;
+  return { matrixId, cellId: cell.id, target, repetition, digest: signatureDigest(signature) };
+}
+
 /** Runs of a cell on a target the request covers: those issued (plans.ts issuedRuns). */
 function runsOf(r: EnqueueRequest, cell: Cell, target: string): number {
   return issuedRuns(r.repetitions, r.planned?.get(cellTargetKey(cell.id, target)));
@@ -90,6 +96,11 @@ export class Dispatcher {
     private readonly maxQueued: number,
     /** Every job carries the coordinator's signature: agents run nothing else. */
     private readonly signer: JobSigner,
+    /**
+     * Told of each job before it is queued (Store.issued.record): a report counts only for a job
+     * recorded here, so one that reached Redis unrecorded could never be answered.
+     */
+    private readonly recordIssued: (jobs: readonly IssuedJob[]) => void,
     /** FSBENCH_JOB_TTL: how long after signing an agent may start a job. */
     private readonly jobTtlMs: number = defaultOf('jobTtl'),
     /**
@@ -132,6 +143,7 @@ export class Dispatcher {
       let batch: QueuedJob[] = [];
       const flush = async () => {
         if (batch.length === 0) return;
+        this.recordIssued(batch.map(recordOf));
         await this.queue(t.target).addBulk(batch);
         added += batch.length;
         batch = [];
@@ -173,7 +185,9 @@ export class Dispatcher {
 
   /** One more run of a cell under `repetitions: auto`, at the end of its target's queue. */
   async enqueueNext(matrixId: string, cell: Cell, target: string, repetition: number, warmup: number): Promise<void> {
-    await this.queue(target).addBulk([this.job(matrixId, cell, target, repetition, warmup)]);
+    const job = this.job(matrixId, cell, target, repetition, warmup);
+    this.recordIssued([recordOf(job)]);
+    await this.queue(target).addBulk([job]);
   }
 
   private job(matrixId: string, cell: Cell, target: string, repetition: number, warmup: number): QueuedJob {

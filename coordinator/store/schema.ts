@@ -94,6 +94,20 @@ CREATE TABLE IF NOT EXISTS history_summarised (
 ) WITHOUT ROWID;
 `;
 
+/**
+ * The jobs the coordinator signed, by run and signature digest (issued-table.ts), and the matrices
+ * whose jobs were signed before it recorded them. Made apart from SCHEMA: when the table is new,
+ * every matrix already in the database is one of those (migrateJobBinding).
+ */
+const ISSUED_JOBS = `
+CREATE TABLE IF NOT EXISTS issued_jobs (
+  matrix_id TEXT NOT NULL REFERENCES matrices (id) ON DELETE CASCADE, cell_id TEXT NOT NULL, target TEXT NOT NULL,
+  repetition INTEGER NOT NULL, digest TEXT NOT NULL,
+  PRIMARY KEY (matrix_id, cell_id, target, repetition, digest)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS unbound_matrices (matrix_id TEXT PRIMARY KEY REFERENCES matrices (id) ON DELETE CASCADE) WITHOUT ROWID;
+`;
+
 /** Columns `runs` gained after it was first released: rows stored before keep them null. */
 const ADDED_RUN_COLUMNS = [
   // Databases made before histograms had a column of their own keep them in `details`.
@@ -147,6 +161,7 @@ export function openDatabase(file: string): Database.Database {
   const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('runs')").all().map((c) => c.name));
   for (const column of ADDED_RUN_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE runs ADD COLUMN ${column} TEXT`);
   migrateAgentKeys(db);
+  migrateJobBinding(db);
   // Added after their tables were first released: a rotation asked for, and what a token is bound to.
   addMissingColumns(db, 'agent_keys', { rotate_requested: 'TEXT' });
   addMissingColumns(db, 'enrollment_tokens', { machine: 'TEXT', host_id: 'TEXT', replace_live: 'INTEGER NOT NULL DEFAULT 0' });
@@ -158,6 +173,18 @@ export function openDatabase(file: string): Database.Database {
 function addMissingColumns(db: Database.Database, table: 'agent_keys' | 'enrollment_tokens', columns: Readonly<Record<string, string>>): void {
   const have = new Set(db.prepare<[string], { name: string }>('SELECT name FROM pragma_table_info(?)').all(table).map((c) => c.name));
   for (const [name, declaration] of Object.entries(columns)) if (!have.has(name)) db.exec(`ALTER TABLE ${table} ADD COLUMN ${name} ${declaration}`);
+}
+
+/**
+ * Databases made before jobs were recorded: the matrices they hold have jobs in flight whose
+ * signatures nobody recorded, listed as unbound in the same transaction that makes the tables.
+ */
+function migrateJobBinding(db: Database.Database): void {
+  if (db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'issued_jobs'").get() !== undefined) return;
+  db.transaction(() => {
+    db.exec(ISSUED_JOBS);
+    db.exec('INSERT INTO unbound_matrices (matrix_id) SELECT id FROM matrices');
+  })();
 }
 
 /**

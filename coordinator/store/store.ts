@@ -3,7 +3,8 @@
  * cells here, and a table module for each other part of the record, which the rest of the
  * coordinator reaches through this class: the runs (run-table.ts), the plans of cells under
  * `repetitions: auto` (plan-table.ts), the agent keys and enrollment tokens (key-table.ts) and
- * the summarised history (history-table.ts). Every table is made by schema.ts.
+ * the summarised history (history-table.ts) and the jobs issued (issued-table.ts). Every table is
+ * made by schema.ts.
  */
 import { chmodSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { z } from 'zod';
 import { adaptiveRepetitions, CellParams, type Cell } from '../../contract/matrix.js';
 import type { MachineFingerprint } from '../../contract/fingerprint.js';
 import { HistoryTable } from './history-table.js';
+import { IssuedJobTable } from './issued-table.js';
 import { AgentKeyTable } from './key-table.js';
 import { parseColumns, parseTargets, toRecord, type MatrixRecord, type MatrixRow, type MatrixState, type MatrixTotals, type NewMatrix, type ParsedColumns } from './matrix-rows.js';
 import { PlanTable, type Planned } from './plan-table.js';
@@ -30,6 +32,8 @@ export class Store {
   readonly agentKeys: AgentKeyTable;
   /** The history's series and points (history/). */
   readonly history: HistoryTable;
+  /** The jobs signed, by run and signature digest: recorded by dispatch (matrices/), asked by the collector (ingest/). */
+  readonly issued: IssuedJobTable;
   private readonly runs: RunTable;
 
   /** Matrices whose stored row this version cannot read, each reported once. */
@@ -52,6 +56,7 @@ export class Store {
     this.plans = new PlanTable(this.db);
     this.agentKeys = new AgentKeyTable(this.db);
     this.history = new HistoryTable(this.db);
+    this.issued = new IssuedJobTable(this.db);
   }
 
   /** Opens (creating) DATABASE_FILE in `dataDir`, or an in-memory database for `:memory:`. */
