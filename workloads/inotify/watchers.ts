@@ -49,11 +49,16 @@ export async function startWatcher(
 ): Promise<NodeWatcher> {
   const delivery = newDelivery();
   if (backend === 'parcel') {
-    const sub = await parcel.subscribe(dir, (err, events) => {
-      if (err) delivery.errors.push(err.message);
-      const n = events.filter((e) => path.basename(e.path).startsWith('file.')).length;
-      if (n > 0) count(delivery, n);
-    });
+    // inotify by name: left to choose, @parcel/watcher takes watchman wherever it is installed.
+    const sub = await parcel.subscribe(
+      dir,
+      (err, events) => {
+        if (err) delivery.errors.push(err.message);
+        const n = events.filter((e) => path.basename(e.path).startsWith('file.')).length;
+        if (n > 0) count(delivery, n);
+      },
+      { backend: 'inotify' },
+    );
     return { delivery, close: () => sub.unsubscribe() };
   }
   if (backend === 'chokidar') {

@@ -71,10 +71,16 @@ async function main(): Promise<void> {
   let watching: Watching | null = null;
   try {
     if (config.backend === 'parcel') {
-      const sub = await parcel.subscribe(config.root, (err, events) => {
-        if (err) onError(err);
-        for (const e of events) seen(e.path);
-      });
+      // inotify by name: left to choose, @parcel/watcher takes watchman wherever it is installed
+      // (the agent image carries it), and this would measure a watchman server instead.
+      const sub = await parcel.subscribe(
+        config.root,
+        (err, events) => {
+          if (err) onError(err);
+          for (const e of events) seen(e.path);
+        },
+        { backend: 'inotify' },
+      );
       watching = { close: () => sub.unsubscribe() };
     } else if (config.backend === 'chokidar') {
       // Its defaults, as an application gets them, without the initial scan's `add` events.
