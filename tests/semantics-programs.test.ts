@@ -293,6 +293,22 @@ describe('a watcher of the user\'s own', () => {
     await w.stop();
   });
 
+  it('runs as the uid and gid of its entry in the host\'s list, not as root', async () => {
+    const root = await tempDir('root');
+    const events: WatchEvent[] = [];
+    const adapter = userListedAdapter({
+      name: 'whoami',
+      argv: ['/bin/sh', '-c', 'printf \'{"path":"%s/ids-%s","kind":"created"}\\n\' "$0" "$(id -u):$(id -g)"; exec sleep 600', '{root}'],
+      uid: 65534,
+      gid: 65534,
+    });
+    const w = await adapter.start(root, (e) => events.push(e), new AbortController().signal);
+    running.push(w);
+    expect(process.getuid?.()).toBe(0);
+    expect(await until('the line', () => events[0])).toMatchObject({ kind: 'created', path: `${root}/ids-65534:65534` });
+    await w.stop();
+  });
+
   it('is stopped, and its stop fails saying so, when a line names a path outside the watched root', async () => {
     const root = await tempDir('root');
     const events: WatchEvent[] = [];

@@ -34,6 +34,9 @@ export interface ProgramSpec {
   readonly path?: string | undefined;
   /** Written to the program's stdin, which is then closed. */
   readonly stdin?: string;
+  /** The user and group it runs as (default: this process's). */
+  readonly uid?: number;
+  readonly gid?: number;
 }
 
 /** A record's parser: the events it says (none for a program's own bookkeeping); it throws on a record it refuses. */
@@ -67,7 +70,8 @@ export async function startProgram(
 ): Promise<RunningProgram> {
   if (signal.aborted) throw new FsbenchError('CANCELLED', `the run was cancelled before ${spec.backend} started`);
   const env = spec.path === undefined ? process.env : { ...process.env, PATH: spec.path };
-  const child = spawn(spec.file, [...spec.args], { env, stdio: [spec.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  const ids = { ...(spec.uid === undefined ? {} : { uid: spec.uid }), ...(spec.gid === undefined ? {} : { gid: spec.gid }) };
+  const child = spawn(spec.file, [...spec.args], { env, ...ids, stdio: [spec.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
   const pid = await spawned(child, spec);
   return new Program(child, pid, spec, parse, onEvent, signal);
 }
