@@ -238,9 +238,22 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
   let inHand = 0;
   let lastActivity = Date.now();
   let workerRestarts = 0;
+  /** From now on runs measure and report under `name`, the machine name the key's approval binds. */
+  const runAs = async (name: string): Promise<void> => {
+    machine = name;
+    fingerprint = await fingerprintNow();
+  };
   const approval = new ApprovalWatch({
+    // An approval naming another machine than the one this agent runs as is the operator's rename:
+    // followed before the next job, and kept nowhere but in the approval the coordinator holds.
     check: async () => {
       const a = await currentApproval({ redis, prefix: s.queuePrefix, identity, hostId, jobKey });
+      if (a !== null && a.machine !== fingerprint.machine) {
+        log(`this machine was renamed by the operator, from ${fingerprint.machine} to ${a.machine}: its runs are ${a.machine}'s from now on`, {
+          event: 'agent.renamed', from: fingerprint.machine, machine: a.machine,
+        });
+        await runAs(a.machine);
+      }
       if (a !== null && !rotation.underway && (a.rotate === true || (await rotation.due()))) {
         rotation.begin(a.rotate === true ? 'the operator asked for it' : 'the key is older than FSBENCH_KEY_MAX_AGE');
       }
@@ -365,7 +378,10 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     watchdog.start();
     refresh = setInterval(() => {
       fingerprintNow().then(
-        (f) => (fingerprint = f),
+        (f) => {
+          // A rename while this was collected: the fingerprint taken for the new name stands.
+          if (f.machine === machine) fingerprint = f;
+        },
         () => undefined,
       );
       // What ran, kept until its jobs expired: a long-lived agent drops the past days too.
@@ -410,9 +426,10 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     macKey = bound.macKey;
     if (bound.machine !== fingerprint.machine) {
       log(`this key is enrolled as machine ${bound.machine}, not ${fingerprint.machine}: its runs are ${bound.machine}'s`, { event: 'agent.machine-bound', machine: bound.machine });
-      machine = bound.machine;
-      fingerprint = await fingerprintNow();
+      await runAs(bound.machine);
     }
+    // The approval's name from now on, whatever the hostname becomes.
+    machine = bound.machine;
     await begin();
   });
   enrolled.catch((err: unknown) => {

@@ -260,7 +260,7 @@ export function registerRemoteCommands(program: Command): void {
 
   const agents = withSettings(program.command('agents').description('List the live agents, and the agent keys enrolled, waiting for approval or revoked'), CLIENT_SETTINGS)
     .option('--json', 'print the JSON answer')
-    .option('--history', 'list every change to who is enrolled instead (token used, approval, approval taken in, revocation, rotation): when, who, what')
+    .option('--history', 'list every change to who is enrolled instead (token used, approval, approval taken in, revocation, rotation, rename): when, who, what')
     .action(async (opts: Record<string, unknown>) => {
       if (opts['history'] === true) {
         await printHistory(clientFromSettings(opts), opts['json'] === true);
@@ -315,6 +315,14 @@ export function registerRemoteCommands(program: Command): void {
     .action(async (agent: string, _opts: unknown, cmd: Command) => {
       const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/revoke', { agent }));
       log(`revoked ${key.key} of ${key.machine} (host ${key.hostId}): the host enrolls a new key to work again`);
+    });
+
+  withSettings(agents.command('rename').description("Rename an enrolled agent's machine: its stored runs and history series move to the new name, and its agent reports under it"), CLIENT_SETTINGS)
+    .argument('<agent>', 'the key fingerprint `fsbench agents` shows, or the machine name or host id of exactly one enrolled key')
+    .argument('<machine>', 'the new machine name: letters, digits, dots, dashes or underscores, not bound to another enrolled key')
+    .action(async (agent: string, machine: string, _opts: unknown, cmd: Command) => {
+      const key = AgentKeyView.parse(await clientFromSettings(cmd.optsWithGlobals()).json('POST', '/v1/agents/rename', { agent, machine }));
+      log(`${agent} is now machine ${key.machine} (key ${key.key}, host ${key.hostId}): its runs and history are ${key.machine}'s, and its agent reports under that name`);
     });
 
   withSettings(agents.command('rotate').description('Ask an enrolled agent to rotate its key: it makes a new one when idle, signed over by the old one, which is revoked once the new one is enrolled'), CLIENT_SETTINGS)

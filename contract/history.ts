@@ -64,6 +64,11 @@ export const HistoryPageSchema = z
         .strict(),
     ),
     next: z.string().nullable(),
+    renamed: z
+      .object({ from: z.string(), to: z.string(), at: z.string() })
+      .strict()
+      .optional()
+      .describe('the machine asked for was renamed (`fsbench agents rename`, first on `at`): these are the series of the name it has now, which hold its runs'),
   })
   .strict();
 

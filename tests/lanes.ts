@@ -42,6 +42,7 @@ export const BESIDE: readonly string[] = [
   'redis-outage',
   'redis-sentinel',
   'redis-settings',
+  'rename',
   'replay',
   'report-cache',
   'revocation',

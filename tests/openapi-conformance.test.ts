@@ -323,6 +323,16 @@ describe('the OpenAPI document', () => {
     await rotate(JSON.stringify({ agent: 'x'.repeat(100_000) }), 413);
     await rotate('agent=twin-1', 415, { 'content-type': 'application/x-www-form-urlencoded' });
     await rotate(JSON.stringify({ agent: 'twin-1' }), 403, { ...jsonType, 'x-forwarded-proto': 'https' });
+    // Renaming: the twins' shared name is ambiguous, a revoked key is no enrolled one, a name with a space no machine name.
+    const rename = (body: unknown, status: number, headers: Record<string, string> = jsonType) =>
+      exchange(conf, base, '/v1/agents/rename', status, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    await rename({ agent: 'twin', machine: 'twin-a' }, 409);
+    await rename({ agent: 'twin-1', machine: 'twin-a' }, 200);
+    await rename({ agent: 'solo', machine: 'solo-a' }, 404);
+    await rename({ agent: 'twin-2', machine: 'twin a' }, 400);
+    await rename({ agent: 'twin-2', machine: 'x'.repeat(100_000) }, 413);
+    await rename('agent=twin-2', 415, { 'content-type': 'application/x-www-form-urlencoded' });
+    await rename({ agent: 'twin-2', machine: 'twin-b' }, 403, { ...jsonType, 'x-forwarded-proto': 'https' });
 
     // Submissions.
     const submitted = await exchange(conf, base, '/v1/matrices', 202, { method: 'POST', headers: { ...jsonType, 'idempotency-key': 'conf-1' }, body: matrixJson() });
@@ -477,7 +487,7 @@ async function tokenAnswers(conf: Conformance): Promise<void> {
     await exchange(conf, base, target, 401);
     await exchange(conf, base, target, 403, { headers: wrong });
   }
-  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/revoke', jsonType], ['POST', '/v1/agents/rotate', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
+  const writes = [['POST', '/v1/matrices', jsonType], ['POST', '/v1/results', ndjsonType], ['DELETE', `/v1/matrices/${id}`, {}], ['POST', '/v1/agents/approve', jsonType], ['POST', '/v1/agents/revoke', jsonType], ['POST', '/v1/agents/rotate', jsonType], ['POST', '/v1/agents/rename', jsonType], ['POST', '/v1/agents/tokens', jsonType]] as const;
   for (const [method, target, type] of writes) {
     await exchange(conf, base, target, 401, { method, headers: type, body: method === 'DELETE' ? undefined : '{}' });
     await exchange(conf, base, target, 403, { method, headers: { ...type, ...wrong }, body: method === 'DELETE' ? undefined : '{}' });
@@ -494,6 +504,7 @@ async function limitAnswers(conf: Conformance): Promise<void> {
   await exchange(conf, limited.url, '/v1/agents/approve', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/revoke', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
   await exchange(conf, limited.url, '/v1/agents/rotate', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x' }) });
+  await exchange(conf, limited.url, '/v1/agents/rename', 429, { method: 'POST', headers: jsonType, body: JSON.stringify({ agent: 'x', machine: 'y' }) });
   await exchange(conf, limited.url, '/v1/agents/tokens', 429, { method: 'POST', headers: jsonType, body: '{}' });
 
   // Comparisons, gates and history: past FSBENCH_MAX_READ_RUNS, then past FSBENCH_READ_LIMIT.

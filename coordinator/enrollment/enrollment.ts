@@ -422,6 +422,39 @@ export class Enrollment {
     await this.deps.redis.multi().hdel(agentApprovalsKey(this.deps.prefix), key).hdel(agentKeysKey(this.deps.prefix), key).exec().catch(() => undefined);
   }
 
+  /**
+   * Renames the machine of the one enrolled key `selector` names (its fingerprint, host id or
+   * machine name), with its stored runs (store/machine-renames.ts): a new approval binds the key
+   * to `machine`, and its agent reports under that name from its next look at the approval. A
+   * name another enrolled key is bound to is refused; a rename to the name it has changes nothing.
+   */
+  rename(selector: string, machine: string, actor = 'operator'): AgentKeyView {
+    const held = [...this.byKey.values()];
+    const named = held.filter((k) => k.key === selector || k.hostId === selector || k.machine === selector);
+    const [k, ...others] = named;
+    if (!k) throw new FsbenchError('NOT_FOUND', `no enrolled agent key is called ${selector}: \`fsbench agents\` lists them (key, host and machine); a waiting key is approved under the name it announced`);
+    if (others.length > 0) {
+      const which = named.map((n) => `${n.key} on host ${n.hostId} (${n.machine})`).join(', ');
+      throw new FsbenchError('CONFLICT', `${selector} names ${named.length} enrolled agent keys (${which}): rename one by its key`);
+    }
+    if (k.machine === machine) return this.view(k.key);
+    const holder = held.find((h) => h.machine === machine);
+    if (holder) {
+      throw new FsbenchError('CONFLICT', `machine name ${machine} is bound to the enrolled agent key ${holder.key} on host ${holder.hostId}: choose another name, or rename or revoke that key first`);
+    }
+    const renamed = this.deps.store.renames.rename(k.key, machine, newApproval(), actor);
+    if (!renamed) throw new FsbenchError('CONFLICT', `agent key ${k.key} was revoked meanwhile`);
+    this.remember(renamed.row);
+    const now = this.byKey.get(k.key);
+    // The database decided; a Redis that does not answer now gets the approval from sync().
+    if (now) this.deps.redis.hset(agentApprovalsKey(this.deps.prefix), k.key, now.approvalText).catch(() => undefined);
+    const detail = `from ${renamed.from} to ${machine}`;
+    this.deps.log(`machine ${renamed.from} (agent key ${k.key}, host ${k.hostId}) renamed ${machine} by ${actor}, with its ${renamed.runs} stored runs`, {
+      event: 'agent.enrollment', action: 'rename', actor, key: k.key, hostId: k.hostId, machine, detail, runs: renamed.runs,
+    });
+    return viewOf(renamed.row);
+  }
+
   private view(key: string): AgentKeyView {
     const row = this.deps.store.agentKeys.row(key);
     if (!row) throw new FsbenchError('INTERNAL', `agent key ${key} vanished`);

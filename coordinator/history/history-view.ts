@@ -58,7 +58,11 @@ export function historyDoc(name: string, page: HistoryPage, points: boolean, max
       { columns: [left('machine'), left('metric'), left('cell'), right('points'), right('latest'), right('detectable'), left('changes')], rows: page.series.map(seriesRow), blockColumns: 2 },
       ...(points ? page.series.map(pointsTable) : []),
     ],
-    notes: [...suspect, ...(page.next === null ? [] : [`more series follow: --after '${page.next}'`])],
+    notes: [
+      ...(page.renamed ? [`machine ${page.renamed.from} was renamed (first on ${page.renamed.at.slice(0, 10)}): these are the series of ${page.renamed.to}, which hold its runs`] : []),
+      ...suspect,
+      ...(page.next === null ? [] : [`more series follow: --after '${page.next}'`]),
+    ],
   };
 }
 

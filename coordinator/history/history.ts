@@ -143,7 +143,7 @@ export class History {
   series(q: HistoryQuery): HistoryPage {
     this.summarise(q.name);
     const limit = Math.min(Math.max(1, q.limit ?? HISTORY_PAGE.default), HISTORY_PAGE.max);
-    const all = this.store.history.series(q.name, q.machine, q.metric);
+    const { all, renamed } = this.seriesOf(q);
     // Each cell once, its parameters read once: series repeat cells per machine and metric.
     const cells = new Map<string, Cell>();
     for (const k of all) if (!cells.has(k.cell_key)) cells.set(k.cell_key, { id: k.cell_key, workload: Workload.parse(k.workload), params: CellParams.parse(JSON.parse(k.params)) });
@@ -222,7 +222,19 @@ export class History {
       };
     });
     const last = series.at(-1);
-    return { series, next: keys.length > limit && last ? last.key : null };
+    return { series, next: keys.length > limit && last ? last.key : null, ...(renamed ? { renamed } : {}) };
+  }
+
+  /**
+   * The series of the query's name, machine and metric; a machine that has none under its name
+   * but was renamed answers with the series of the name it has now, which hold its runs.
+   */
+  private seriesOf(q: HistoryQuery): { all: SeriesRow[]; renamed?: HistoryPage['renamed'] } {
+    const all = this.store.history.series(q.name, q.machine, q.metric);
+    if (all.length > 0 || q.machine === undefined) return { all };
+    const r = this.store.renames.renamedTo(q.machine);
+    if (!r || r.to === r.from) return { all };
+    return { all: this.store.history.series(q.name, r.to, q.metric), renamed: { from: r.from, to: r.to, at: new Date(r.at).toISOString() } };
   }
 }
 

@@ -1,10 +1,11 @@
 /**
  * The agents' routes: who is live (the registry) and which keys are enrolled or wait for it
- * (enrollment/), approving a waiting key, revoking one, asking one to rotate its key, the audit of
- * those changes, and making one-time enrollment tokens.
+ * (enrollment/), approving a waiting key, revoking one, asking one to rotate its key, renaming an enrolled key's machine, the
+ * audit of those changes, and making one-time enrollment tokens.
  */
 import { Router, type Request } from 'express';
 import { z } from 'zod';
+import { MachineName } from '../../contract/fingerprint.js';
 import { parseDuration } from '../../contract/units.js';
 import { Target } from '../../queue/jobs.js';
 import { liveAgents } from '../../queue/registry.js';
@@ -23,6 +24,8 @@ export interface AgentsDeps extends Pick<CoordinatorParts, 'redis' | 'prefix'> {
 }
 
 const Approve = z.object({ agent: z.string().min(1).max(200) }).strict();
+/** `POST /v1/agents/rename`: the enrolled key (its fingerprint, host id or machine name) and the machine's new name. */
+export const RenameBody = z.object({ agent: z.string().min(1).max(200), machine: MachineName }).strict();
 
 /** Token lifetimes: long enough to roll out a fleet, short enough that a leaked one goes stale. */
 const TOKEN_TTL_MIN_MS = 60_000;
@@ -82,6 +85,11 @@ export function agentsRouter(d: AgentsDeps): Router {
   router.post('/v1/agents/revoke', write, ...body, (req, res) => {
     const { agent } = Approve.parse(req.body);
     res.json(enrollment().revoke(agent, actor(req)));
+  });
+
+  router.post('/v1/agents/rename', write, ...body, (req, res) => {
+    const { agent, machine } = RenameBody.parse(req.body);
+    res.json(enrollment().rename(agent, machine, actor(req)));
   });
 
   router.post('/v1/agents/rotate', write, ...body, (req, res) => {

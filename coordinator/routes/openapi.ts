@@ -10,7 +10,8 @@ import { GATE_FORMATS } from '../../gate/export.js';
 import { MAX_TOKENS_PER_REQUEST } from '../enrollment/index.js';
 import { HISTORY_PAGE } from '../history/index.js';
 import { MATRIX_STATES } from '../store/index.js';
-import { components, ERROR_RESPONSES, json, ref, text, type JsonSchema } from './openapi-components.js';
+import { RenameBody } from './agents.js';
+import { components, ERROR_RESPONSES, json, ref, schema, text, type JsonSchema } from './openapi-components.js';
 import { RESULTS_PAGE_DEFAULT, RESULTS_PAGE_MAX } from './results.js';
 
 /** The text renderings of a report (format=table|md|csv), besides its JSON. */
@@ -47,6 +48,15 @@ const READY = {
   additionalProperties: false,
   properties: { ready: { type: 'boolean' }, checks: { type: 'object', additionalProperties: { type: 'string' } } },
 };
+
+/** The rename route: an agent key action whose body names the new machine name too. */
+function renameAction() {
+  const action = agentKeyAction(
+    "Rename the machine of the enrolled agent key a key fingerprint (or the machine name or host id of exactly one key) names: its stored runs and history series move to the new name, and its agent reports under it",
+    'the renamed key', 400, 404, 409, 413, 415,
+  );
+  return { post: { ...action.post, requestBody: { required: true, content: json(schema(RenameBody, 'input')) } } };
+}
 
 export function openApiDocument(version: string): JsonSchema {
   return {
@@ -147,13 +157,14 @@ export function openApiDocument(version: string): JsonSchema {
         'Revoke the agent key a key fingerprint (or the machine name or host id of exactly one key) names, for good: its approval is deleted, its reports are dropped, and nothing in Redis enrolls it again',
         'the revoked key', 400, 404, 409, 413, 415,
       ),
+      '/v1/agents/rename': renameAction(),
       '/v1/agents/rotate': agentKeyAction(
         'Ask the agent of the enrolled key a key fingerprint (or the machine name or host id of exactly one key) names to rotate: its approval says so, it makes a new key when idle and announces it signed by the old one, and the coordinator enrolls the new key for the same host and machine and revokes the old',
         'the key asked to rotate', 400, 404, 409, 413, 415,
       ),
       '/v1/agents/history': {
         get: {
-          summary: 'Every change to who is enrolled (token used, approval, approval taken in, revocation, rotation), newest first: who, what, when',
+          summary: 'Every change to who is enrolled (token used, approval, approval taken in, revocation, rotation, rename), newest first: who, what, when',
           responses: { '200': { description: '{ changes }', content: json(ref('EnrollmentHistory')) }, ...readErrors() },
         },
       },

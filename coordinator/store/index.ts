@@ -7,6 +7,7 @@ export { backupDatabase, restoreDatabase, type DatabaseSummary } from './backup.
 export type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, AuditRow, EnrolledVia, TokenBinding } from './key-table.js';
 export type { NewPoint, SeriesRow } from './history-table.js';
 export type { IssuedJob } from './issued-table.js';
+export type { MachineRename } from './machine-renames.js';
 export { MATRIX_STATES, type MatrixRecord, type MatrixState, type MatrixTotals, type NewMatrix } from './matrix-rows.js';
 export type { PlanCell, Planned } from './plan-table.js';
 export {

@@ -44,7 +44,7 @@ export interface AuditRow {
   readonly machine: string;
   readonly detail: string;
 }
-export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke' | 'rotate';
+export type AuditAction = 'enroll-token' | 'approve' | 'import' | 'revoke' | 'rotate' | 'rename';
 
 /** What an enrollment token is bound to at creation: a machine, a host, and whether it may replace a host's live key. */
 export interface TokenBinding {

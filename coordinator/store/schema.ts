@@ -92,6 +92,12 @@ CREATE INDEX IF NOT EXISTS history_series_points_by_matrix ON history_series_poi
 CREATE TABLE IF NOT EXISTS history_summarised (
   matrix_id TEXT PRIMARY KEY REFERENCES matrices (id) ON DELETE CASCADE
 ) WITHOUT ROWID;
+-- Machines renamed by an operator (fsbench agents rename), in order: the runs moved to the new name
+-- with the rename; this says where an old name went, for a history asked by it. Never trimmed.
+CREATE TABLE IF NOT EXISTS machine_renames (
+  id INTEGER PRIMARY KEY, at INTEGER NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, key TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS machine_renames_by_old ON machine_renames (old, id);
 `;
 
 /**

@@ -15,6 +15,7 @@ import type { MachineFingerprint } from '../../contract/fingerprint.js';
 import { HistoryTable } from './history-table.js';
 import { IssuedJobTable } from './issued-table.js';
 import { AgentKeyTable } from './key-table.js';
+import { MachineRenameTable } from './machine-renames.js';
 import { parseColumns, parseTargets, toRecord, type MatrixRecord, type MatrixRow, type MatrixState, type MatrixTotals, type NewMatrix, type ParsedColumns } from './matrix-rows.js';
 import { PlanTable, type Planned } from './plan-table.js';
 import type { AggregatedRow, PositionedRunRow, RunPosition, RunRow, StoredRun } from './run-rows.js';
@@ -34,6 +35,8 @@ export class Store {
   readonly history: HistoryTable;
   /** The jobs signed, by run and signature digest: recorded by dispatch (matrices/), asked by the collector (ingest/). */
   readonly issued: IssuedJobTable;
+  /** Machine renames: a key's new name with its runs, and where an old name went (enrollment/, history/). */
+  readonly renames: MachineRenameTable;
   private readonly runs: RunTable;
 
   /** Matrices whose stored row this version cannot read, each reported once. */
@@ -57,6 +60,7 @@ export class Store {
     this.agentKeys = new AgentKeyTable(this.db);
     this.history = new HistoryTable(this.db);
     this.issued = new IssuedJobTable(this.db);
+    this.renames = new MachineRenameTable(this.db, this.agentKeys);
   }
 
   /** Opens (creating) DATABASE_FILE in `dataDir`, or an in-memory database for `:memory:`. */
