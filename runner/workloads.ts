@@ -7,6 +7,7 @@ import type { WorkloadName } from '../contract/workloads/index.js';
 import { inotifyWorkload } from '../workloads/inotify/index.js';
 import { metadataWorkload } from '../workloads/metadata/index.js';
 import { noopWorkload } from '../workloads/noop/index.js';
+import { semanticsWorkload } from '../workloads/semantics/index.js';
 import { watchesWorkload } from '../workloads/watches/index.js';
 import type { WorkloadSlice } from '../workloads/workload.js';
 
@@ -14,5 +15,6 @@ export const RUNNERS: Readonly<Record<WorkloadName, WorkloadSlice>> = {
   inotify: inotifyWorkload,
   metadata: metadataWorkload,
   noop: noopWorkload,
+  semantics: semanticsWorkload,
   watches: watchesWorkload,
 };

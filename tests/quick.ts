@@ -19,6 +19,7 @@ export const QUICK = [
   'readme',
   'reference',
   'report-notes',
+  'semantics-matching',
   'slices',
   'stats',
   'stats-inference',

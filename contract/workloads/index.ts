@@ -13,6 +13,7 @@ import { inotifyNotes } from './inotify/notes.js';
 import { metadataCharts } from './metadata/charts.js';
 import { metadataContract } from './metadata/index.js';
 import { noopContract } from './noop/index.js';
+import { semanticsContract } from './semantics/index.js';
 import { watchesCharts } from './watches/charts.js';
 import { watchesContract } from './watches/index.js';
 import { watchesNoteRules } from './watches/notes.js';
@@ -24,6 +25,7 @@ const REGISTRY = {
   inotify: { ...inotifyContract, charts: inotifyCharts, notes: inotifyNotes },
   metadata: { ...metadataContract, charts: metadataCharts },
   noop: noopContract,
+  semantics: semanticsContract,
   watches: { ...watchesContract, charts: watchesCharts, notes: watchesNoteRules },
 } satisfies Record<string, WorkloadContract>;
 

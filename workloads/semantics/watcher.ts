@@ -16,6 +16,8 @@ export interface WatcherExit {
   readonly exit: number | string | null;
   /** The end of what it wrote to stderr (at most a few KiB), for a run that failed. */
   readonly stderrTail: string;
+  /** Creations the watcher reported from listing a new directory rather than from the kernel (fsbench's inotify reader), when it says. */
+  readonly synthesized?: number;
 }
 
 export interface RunningWatcher {
@@ -26,6 +28,8 @@ export interface RunningWatcher {
 export interface WatcherAdapter {
   /** The backend's name as the `backend` parameter spells it. */
   readonly name: string;
+  /** Whether it passes the kernel's overflow on as an `overflow` event; without, the run's `overflows` is null (unknown). */
+  readonly reportsOverflow?: boolean;
   /**
    * Starts watching `root` and everything under it; resolves once the watcher runs (a program
    * started and, where it says so, its watches established). Rejects with an FsbenchError when
