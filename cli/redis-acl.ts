@@ -5,28 +5,20 @@
  * (0600) for the one who connects as that user. An existing password file is kept, so running
  * the command again rewrites the rules without changing the password. With `--apply` it also
  * runs ACL SETUSER on Redis (every node of a Cluster, or each sentinel for their clients' user),
- * as the admin user of REDIS_URL (or of the sentinels).
+ * as the admin user of REDIS_URL (or of the sentinels). With `--kubernetes` it writes the users
+ * of a fleet's nodes and coordinator as kustomizations (cli/acl-kubernetes.ts).
  */
-import { readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { FsbenchError, messageOf } from '../contract/errors.js';
-import { ensureSafeDir, writeOwnFile } from '../host/safe-dir.js';
-import {
-  AclUserName,
-  aclFileLine,
-  aclSetUserArgs,
-  agentAclRules,
-  agentUserName,
-  coordinatorAclRules,
-  newAclPassword,
-  sentinelClientAclRules,
-  sentinelDataAclRules,
-} from '../queue/acl.js';
+import { ensureSafeDir } from '../host/safe-dir.js';
+import { AclUserName, aclSetUserArgs, agentAclRules, agentUserName, coordinatorAclRules, sentinelClientAclRules, sentinelDataAclRules } from '../queue/acl.js';
 import { awaitRedis, connectRedis, redisOptions, refusal, shownRedis, type RedisChannel } from '../queue/redis.js';
 import { loadSettings, type SettingName } from '../settings/index.js';
+import { writeUserFiles } from './acl-files.js';
+import { writeKubernetesUsers } from './acl-kubernetes.js';
 import { withSettings } from './client.js';
 
 const ACL_SETTINGS = [
@@ -38,16 +30,6 @@ type Role = 'agent' | 'coordinator' | 'sentinel' | 'sentinel-client';
 const log = (line: string) => {
   process.stderr.write(`${line}\n`);
 };
-
-/** The password kept in `<user>.password`, or a new one written there (0600, never through a symlink). */
-async function passwordOf(dir: string, user: string): Promise<{ password: string; created: boolean }> {
-  const name = `${user}.password`;
-  const fresh = newAclPassword();
-  await writeOwnFile(dir, name, `${fresh}\n`, 0o600);
-  const kept = (await readFile(path.join(dir, name), 'utf8')).replace(/\r?\n$/, '');
-  if (!/^[\x21-\x7e]{16,}$/.test(kept)) throw new FsbenchError('CONFIG_INVALID', `${path.join(dir, name)} holds no usable password (16 or more printable characters): remove it to have a new one made`);
-  return { password: kept, created: kept === fresh };
-}
 
 /** The nodes `CLUSTER NODES` lists (`<id> <ip:port@bus[,hostname]> <flags> ...`), but those without an address. */
 function clusterNodes(text: string): { host: string; port: number }[] {
@@ -97,15 +79,26 @@ export function registerAclCommand(agents: Command): void {
       .description("Make a Redis ACL user that reaches only what one agent host needs (or the coordinator's, or the sentinels'): its rule line and its password file"),
     ACL_SETTINGS,
   )
-    .argument('[host]', "the agent's host id (its boot id, /proc/sys/kernel/random/boot_id on that host, or its FSBENCH_HOST_ID)")
+    .argument('[host...]', "the agent's host id (its boot id, /proc/sys/kernel/random/boot_id on that host, or its FSBENCH_HOST_ID); with --kubernetes, the names of the nodes to measure")
     .option('--coordinator', "the coordinator's user instead: every key of the installation, no admin command")
     .option('--sentinel', 'the user the sentinels log in to the data nodes as (`sentinel auth-user`): no key at all')
     .option('--sentinel-client', 'the user to set on each sentinel for coordinator and agents (FSBENCH_REDIS_SENTINEL_USER): asks where the primary is, changes nothing')
     .option('--user <name>', 'the user name (default: fsbench-agent-<host>, fsbench-coordinator, fsbench-sentinel, fsbench-client)')
     .option('--out <dir>', 'where to write <user>.acl and <user>.password', '.')
     .option('--apply', 'also run ACL SETUSER on the Redis of REDIS_URL (each node of a Cluster), which must let REDIS_URL\'s user do that')
-    .action(async (host: string | undefined, _opts: unknown, cmd: Command) => {
+    .option('--kubernetes <overlay>', "the users of a Kubernetes fleet instead: each node's agent user, DaemonSet and Secret, and the coordinator's, written into <overlay>/users (deploy/kubernetes/redis-acl)")
+    .action(async (hosts: string[], _opts: unknown, cmd: Command) => {
       const opts: Record<string, unknown> = cmd.optsWithGlobals();
+      if (typeof opts['kubernetes'] === 'string') {
+        if (['coordinator', 'sentinel', 'sentinelClient', 'apply', 'user'].some((o) => opts[o] !== undefined)) {
+          throw new FsbenchError('CONFIG_INVALID', '--kubernetes makes every user of the fleet itself and applies nothing: give it the node names only');
+        }
+        const s = loadSettings(['queuePrefix'], opts);
+        for (const line of await writeKubernetesUsers(opts['kubernetes'], hosts, s.queuePrefix)) log(line);
+        return;
+      }
+      if (hosts.length > 1) throw new FsbenchError('CONFIG_INVALID', 'one host id at a time (several nodes: --kubernetes)');
+      const host = hosts[0];
       const roles = (['coordinator', 'sentinel', 'sentinelClient'] as const).filter((r) => opts[r] === true);
       if (roles.length > 1 || (roles.length === 1 && host !== undefined)) throw new FsbenchError('CONFIG_INVALID', 'give one of: a host id, --coordinator, --sentinel, --sentinel-client');
       if (roles.length === 0 && host === undefined) throw new FsbenchError('CONFIG_INVALID', 'name the agent host (its host id), or give --coordinator, --sentinel or --sentinel-client');
@@ -116,11 +109,7 @@ export function registerAclCommand(agents: Command): void {
       const defaultName = role === 'agent' ? agentUserName(host ?? '') : role === 'coordinator' ? 'fsbench-coordinator' : role === 'sentinel' ? 'fsbench-sentinel' : 'fsbench-client';
       const user = AclUserName.parse(typeof opts['user'] === 'string' ? opts['user'] : defaultName);
       const dir = await ensureSafeDir(path.resolve(typeof opts['out'] === 'string' ? opts['out'] : '.'), { what: 'the directory of ACL files', setting: '--out' });
-      const { password, created } = await passwordOf(dir, user);
-      const line = aclFileLine(user, password, rules);
-      await rm(path.join(dir, `${user}.acl.new`), { force: true });
-      await writeOwnFile(dir, `${user}.acl.new`, `${line}\n`, 0o644);
-      await rename(path.join(dir, `${user}.acl.new`), path.join(dir, `${user}.acl`));
+      const { password, created, line } = await writeUserFiles(dir, user, rules);
       // The rule line on stdout for scripts (it holds the password's hash only); what was done on stderr.
       process.stdout.write(`${line}\n`);
       log(`${path.join(dir, `${user}.acl`)}: the rules of ${user}; ${path.join(dir, `${user}.password`)}: its password (${created ? 'new' : 'kept'}), for FSBENCH_REDIS_${role.startsWith('sentinel-') ? 'SENTINEL_' : ''}PASSWORD_FILE`);

@@ -281,8 +281,9 @@ export const SETTINGS = {
     schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1-64 letters, digits, dots, dashes or underscores').optional(),
     default: "(the kernel's boot id)",
     doc:
-      'Overrides the host identity of an agent. Only for tests and simulations: agents with different ids on one kernel ' +
-      'may measure at the same time, which the boot id exists to prevent.',
+      'Overrides the host identity of an agent: for tests and simulations, and for a host with a stable name of its own and one agent ' +
+      "(deploy/kubernetes/redis-acl sets it to the node's name, which the node's Redis user names and a reboot keeps). " +
+      'Agents with different ids on one kernel may measure at the same time, which the boot id exists to prevent.',
   },
   heartbeat: {
     env: 'FSBENCH_HEARTBEAT',

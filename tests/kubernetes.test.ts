@@ -16,11 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { PACKAGE_ROOT } from '../host/native.js';
+import { aclFileLine, agentAclRules, agentUserName, coordinatorAclRules } from '../queue/acl.js';
 import { SETTINGS } from '../settings/index.js';
 import { makeTestCertificates, type TestCertificates } from './fixtures/redis-server.js';
+import { freshCli } from './helpers/local.js';
 import {
-  configMapValues, containersOf, imageProblems, isObject, networkPolicyProblems, objectId, podSecurityProblems, podsOf, privilegeProblems, referenceProblems,
-  renderKustomization, resourceAndProbeProblems, schemaProblems, serviceProblems, settingNameProblems, type Exemptions, type JsonObject, type K8sObject,
+  aclOverlay, configMapValues, containersOf, imageProblems, isObject, networkPolicyProblems, nodeSecretProblems, objectId, podSecurityProblems, podsOf, privilegeProblems,
+  referenceProblems, renderKustomization, resourceAndProbeProblems, schemaProblems, secretData, secretInClearProblems, serviceProblems, settingNameProblems, SECRET_FILES,
+  type AclOverlay, type Exemptions, type JsonObject, type K8sObject,
 } from './helpers/kubernetes.js';
 
 const run = promisify(execFile);
@@ -30,15 +33,16 @@ const VARIANTS = { base: DEPLOY, 'external-redis': path.join(DEPLOY, 'external-r
 // Never the operator's real secrets, should a checkout hold them: the checks need only the keys.
 const render = (dir: string) => renderKustomization(dir, { secretFile: (f) => Buffer.from(`placeholder for ${path.basename(f)}\n`) });
 
-/** What secrets/kustomization.yaml reads: made by the operator, never committed. */
-const SECRET_FILES = ['redis-password', 'api-token', 'job-key.pem', 'job-key.pub.pem'];
 
 const AGENT = 'DaemonSet fsbench-agents/fsbench-agent container agent';
+/** The nodes the ACL overlay's tests make users for: one with a cloud provider's dotted name. */
+const NODES = ['node-a', 'ip-10-0-0-7.ec2.internal'] as const;
+const NODE_AGENTS = NODES.map((n) => `DaemonSet fsbench-agents/fsbench-agent-${n} container agent`);
 const EXEMPT: Exemptions = {
   // A CFS quota would throttle the measured threads: the agent has a memory limit only.
-  noCpuLimit: [AGENT],
+  noCpuLimit: [AGENT, ...NODE_AGENTS],
   // Kernel limits under /proc/sys, loop devices, mounts: the one privileged container.
-  privileged: [AGENT],
+  privileged: [AGENT, ...NODE_AGENTS],
 };
 
 /** compose.yaml's images, each once, with its defaults filled in (`${FSBENCH_IMAGE:-fsbench:0.1.0}` is `fsbench:0.1.0`). */
@@ -204,6 +208,185 @@ describe.each(Object.entries(VARIANTS))('%s passes every check', (_name, dir) =>
     expect(Object.keys(first ?? {}).filter((k) => !SETTING_NAMES.has(k))).toEqual([]);
     expect(Object.keys(first ?? {})).toContain('REDIS_URL');
   });
+});
+
+describe('redis-acl: a Redis ACL user per node, made by fsbench agents acl --kubernetes', () => {
+  let acl: AclOverlay;
+  beforeAll(async () => {
+    acl = await aclOverlay(NODES);
+  }, 180_000);
+  afterAll(async () => {
+    await acl.remove();
+  });
+  const objects = () => renderKustomization(path.join(acl.root, 'redis-acl'));
+  const agentsOf = (o: readonly K8sObject[]) => o.filter((x) => x.kind === 'DaemonSet' && x.metadata.namespace === 'fsbench-agents');
+  const volume = (o: K8sObject, name: string) => {
+    const volumes = z.array(z.looseObject({ name: z.string() })).parse(at(o, 'spec', 'template', 'spec')['volumes']);
+    return volumes.find((v) => v.name === name);
+  };
+  const passwordsIn = (o: readonly K8sObject[], namespace: string) =>
+    o.filter((x) => x.kind === 'Secret' && x.metadata.namespace === namespace).flatMap((x) => [...secretData(o, namespace, x.metadata.name).values()]);
+
+  it.each(Object.keys(CHECKS))('passes the %s check', (check) => {
+    const fn = CHECKS[check as keyof typeof CHECKS];
+    expect(fn(objects())).toEqual([]);
+  });
+
+  it('renders one agent DaemonSet per node, pinned to it by kubernetes.io/hostname, and no shared one', () => {
+    const daemonSets = agentsOf(objects());
+    expect(daemonSets.map((d) => d.metadata.name).sort()).toEqual(NODES.map((n) => `fsbench-agent-${n}`).sort());
+    for (const n of NODES) {
+      const d = find(objects(), `DaemonSet fsbench-agents/fsbench-agent-${n}`);
+      expect(at(d, 'spec', 'template', 'spec', 'nodeSelector')).toEqual({ 'fsbench.dev/agent': 'true', 'kubernetes.io/hostname': n });
+      // Selectors of their own: DaemonSets whose selectors overlap fight over pods.
+      expect(at(d, 'spec', 'selector', 'matchLabels')['fsbench.dev/node']).toBe(n);
+    }
+    expect(nodeSecretProblems(objects(), 'fsbench-agents', ['fsbench-job-key'])).toEqual([]);
+  });
+
+  it("each node's pod mounts its own Secret, 0400, holding its own password and no other", () => {
+    const o = objects();
+    expect(new Set(acl.passwords.values()).size).toBe(NODES.length + 1);
+    for (const n of NODES) {
+      const d = find(o, `DaemonSet fsbench-agents/fsbench-agent-${n}`);
+      const pod = podsOf([d])[0];
+      if (pod === undefined) throw new Error(`no pod of ${n}`);
+      expect(volume(d, 'redis-password')).toEqual({ name: 'redis-password', secret: { secretName: `fsbench-agent-redis-${n}`, defaultMode: 0o400 } });
+      expect(secretData(o, 'fsbench-agents', `fsbench-agent-redis-${n}`)).toEqual(new Map([['password', `${acl.passwords.get(`fsbench-agent-${n}`) ?? '?'}\n`]]));
+    }
+    // The agents' namespace holds the agents' own passwords and nothing of the admin's or the coordinator's.
+    const inAgents = passwordsIn(o, 'fsbench-agents');
+    expect(inAgents.filter((v) => v.includes(acl.adminPassword) || v.includes(acl.passwords.get('fsbench-coordinator') ?? '?'))).toEqual([]);
+    expect(o.map(objectId)).not.toContain('Secret fsbench-agents/fsbench-redis');
+  });
+
+  it("the agent logs in as its node's user, with the node's name as its host id", async () => {
+    const agent = container(objects(), `DaemonSet fsbench-agents/fsbench-agent-${NODES[0]}`, 'agent');
+    const env = z.array(z.looseObject({ name: z.string() })).parse(agent['env']);
+    expect(env.find((e) => e.name === 'FSBENCH_HOST_ID')).toEqual({ name: 'FSBENCH_HOST_ID', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+    expect(env.find((e) => e.name === 'FSBENCH_REDIS_PASSWORD_FILE')).toEqual({ name: 'FSBENCH_REDIS_PASSWORD_FILE', value: '/run/fsbench-redis/password' });
+    // The pod's shell line, run up to where it would start the agent: the URL it hands over.
+    const line = z.array(z.string()).parse(agent['command'])[4] ?? '';
+    const upTo = line.replace(/&& exec .*$/, '&& printf %s "$REDIS_URL"');
+    expect(upTo).not.toBe(line);
+    for (const url of ['redis://fsbench-redis.fsbench.svc:6379', 'redis://someone@fsbench-redis.fsbench.svc:6379']) {
+      const { stdout } = await run('sh', ['-c', upTo], { env: { PATH: process.env['PATH'] ?? '', REDIS_URL: url, FSBENCH_HOST_ID: NODES[1] } });
+      expect(stdout).toBe(`redis://fsbench-agent-${NODES[1]}@fsbench-redis.fsbench.svc:6379`);
+    }
+  });
+
+  it("Redis loads every user's rule line at start from a Secret, passwords as hashes only; the coordinator logs in as its own user", () => {
+    const o = objects();
+    const redis = find(o, 'StatefulSet fsbench/fsbench-redis');
+    expect(volume(redis, 'users')).toEqual({ name: 'users', secret: { secretName: 'fsbench-redis-users', defaultMode: 0o440 } });
+    const mounts = z.array(z.looseObject({ name: z.string() })).parse(container(o, 'StatefulSet fsbench/fsbench-redis', 'redis')['volumeMounts']);
+    expect(mounts.find((m) => m.name === 'users')).toEqual({ name: 'users', mountPath: '/run/fsbench-redis-users', readOnly: true });
+    const script = z.array(z.string()).parse(container(o, 'StatefulSet fsbench/fsbench-redis', 'redis')['command'])[2] ?? '';
+    expect(script).toContain('users=$(cat /run/fsbench-redis-users/*.acl)');
+    expect(script).toMatch(/requirepass \$password\n\$users\nEOF/);
+    const expected = new Map([
+      ['fsbench-coordinator.acl', `${aclFileLine('fsbench-coordinator', acl.passwords.get('fsbench-coordinator') ?? '?', coordinatorAclRules('fsbench'))}\n`],
+      ...NODES.map((n): [string, string] => [`fsbench-agent-${n}.acl`, `${aclFileLine(agentUserName(n), acl.passwords.get(agentUserName(n)) ?? '?', agentAclRules('fsbench', n))}\n`]),
+    ]);
+    expect(secretData(o, 'fsbench', 'fsbench-redis-users')).toEqual(expected);
+    expect(volume(find(o, 'Deployment fsbench/fsbench-coordinator'), 'redis-password')).toEqual({ name: 'redis-password', secret: { secretName: 'fsbench-coordinator-redis', defaultMode: 0o440 } });
+    expect(secretData(o, 'fsbench', 'fsbench-coordinator-redis')).toEqual(new Map([['password', `${acl.passwords.get('fsbench-coordinator') ?? '?'}\n`]]));
+    expect(configMapValues(o, 'fsbench-redis', 'REDIS_URL')).toEqual(
+      new Map([
+        ['fsbench', 'redis://fsbench-coordinator@fsbench-redis.fsbench.svc:6379'],
+        ['fsbench-agents', 'redis://fsbench-redis.fsbench.svc:6379'],
+      ]),
+    );
+  });
+
+  it('no password in a ConfigMap, an env literal or a command line', () => {
+    const secrets = [...acl.passwords.values(), acl.adminPassword];
+    expect(secrets).toHaveLength(NODES.length + 2);
+    expect(secretInClearProblems(objects(), secrets)).toEqual([]);
+  });
+
+  it('kustomize renders it as the renderer does', async () => {
+    expect(asRendered(objects())).toEqual(await kustomizeBuild(kustomize(), path.join(acl.root, 'redis-acl')));
+  });
+
+  describe('its rules fail on a planted mistake', () => {
+    const cases: { what: string; mutate: (o: K8sObject[]) => void; expect: string; check: (o: readonly K8sObject[]) => string[] }[] = [
+      {
+        what: "one Secret of every node's password mounted whole by every node",
+        mutate: (o) => {
+          const all = o.filter((x) => x.kind === 'Secret' && x.metadata.name.startsWith('fsbench-agent-redis-'));
+          const data: JsonObject = {};
+          for (const x of all) for (const [k, v] of Object.entries(at(x, 'data'))) data[`${x.metadata.name}-${k}`] = v;
+          expect(Object.keys(data)).toHaveLength(NODES.length);
+          o.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'fsbench-agent-redis', namespace: 'fsbench-agents' }, data });
+          for (const d of agentsOf(o)) {
+            const volumes = at(d, 'spec', 'template', 'spec')['volumes'];
+            const v = Array.isArray(volumes) ? volumes.filter(isObject).find((x) => x['name'] === 'redis-password') : undefined;
+            if (v) at(v, 'secret')['secretName'] = 'fsbench-agent-redis';
+          }
+        },
+        check: (o) => nodeSecretProblems(o, 'fsbench-agents', ['fsbench-job-key']),
+        expect: `Secret fsbench-agents/fsbench-agent-redis is named by the pods of 2 nodes: ${[...NODES].sort().join(', ')}`,
+      },
+      {
+        what: 'a node copy not pinned to its node',
+        mutate: (o) => {
+          delete at(find(o, `DaemonSet fsbench-agents/fsbench-agent-${NODES[0]}`), 'spec', 'template', 'spec', 'nodeSelector')['kubernetes.io/hostname'];
+        },
+        check: (o) => nodeSecretProblems(o, 'fsbench-agents', ['fsbench-job-key']),
+        expect: `DaemonSet fsbench-agents/fsbench-agent-${NODES[0]}: not pinned to one node`,
+      },
+      {
+        what: 'two copies on one node',
+        mutate: (o) => {
+          at(find(o, `DaemonSet fsbench-agents/fsbench-agent-${NODES[1]}`), 'spec', 'template', 'spec', 'nodeSelector')['kubernetes.io/hostname'] = NODES[0];
+        },
+        check: (o) => nodeSecretProblems(o, 'fsbench-agents', ['fsbench-job-key']),
+        expect: `node ${NODES[0]}: 2 agent workloads`,
+      },
+      {
+        what: "a node's password in a ConfigMap",
+        mutate: (o) => {
+          at(find(o, 'ConfigMap fsbench-agents/fsbench-redis'), 'data')['REDIS_URL'] = `redis://fsbench-agent-node-a:${acl.passwords.get('fsbench-agent-node-a') ?? '?'}@fsbench-redis.fsbench.svc:6379`;
+        },
+        check: (o) => secretInClearProblems(o, [...acl.passwords.values()]),
+        expect: 'ConfigMap fsbench-agents/fsbench-redis: key REDIS_URL holds a secret',
+      },
+      {
+        what: 'the admin password in an env literal',
+        mutate: (o) => {
+          const env = container(o, 'Deployment fsbench/fsbench-coordinator', 'coordinator')['env'];
+          if (Array.isArray(env)) env.push({ name: 'FSBENCH_REDIS_PASSWORD', value: acl.adminPassword });
+        },
+        check: (o) => secretInClearProblems(o, [acl.adminPassword]),
+        expect: 'Deployment fsbench/fsbench-coordinator container coordinator: env FSBENCH_REDIS_PASSWORD holds a secret',
+      },
+    ];
+    it.each(cases)('$what', ({ mutate, check, expect: message }) => {
+      expect(check(objects())).toEqual([]);
+      const planted = objects();
+      mutate(planted);
+      expect(check(planted).join('\n')).toContain(message);
+    });
+  });
+
+  it('run again, keeps every password, and names the nodes it no longer lists with how to remove them', async () => {
+    const before = new Map(acl.passwords);
+    const { stderr } = await run(process.execPath, [await freshCli(), 'agents', 'acl', '--kubernetes', path.join(acl.root, 'redis-acl'), NODES[0]], { env: { PATH: process.env['PATH'] ?? '' } });
+    expect(stderr).toContain(`${agentUserName(NODES[0])}: DaemonSet fsbench-agent-${NODES[0]} on node ${NODES[0]}, Secret fsbench-agent-redis-${NODES[0]}, password kept`);
+    expect(stderr).toContain(`${NODES[1]}: no longer listed (its files are kept): kubectl -n fsbench-agents delete daemonset/fsbench-agent-${NODES[1]} secret/fsbench-agent-redis-${NODES[1]}`);
+    for (const p of before.values()) expect(stderr).not.toContain(p);
+    const o = objects();
+    expect(agentsOf(o).map((d) => d.metadata.name)).toEqual([`fsbench-agent-${NODES[0]}`]);
+    expect(secretData(o, 'fsbench-agents', `fsbench-agent-redis-${NODES[0]}`).get('password')).toBe(`${before.get(agentUserName(NODES[0])) ?? '?'}\n`);
+    expect(secretData(o, 'fsbench', 'fsbench-coordinator-redis').get('password')).toBe(`${before.get('fsbench-coordinator') ?? '?'}\n`);
+  }, 60_000);
+
+  it('refuses a node name Kubernetes or fsbench would not take, naming it', async () => {
+    const r = await run(process.execPath, [await freshCli(), 'agents', 'acl', '--kubernetes', path.join(acl.root, 'redis-acl'), 'Node_A'], { env: { PATH: process.env['PATH'] ?? '' } }).catch((err: unknown) => z.looseObject({ code: z.number(), stderr: z.string() }).parse(err));
+    expect(r).toMatchObject({ code: 2 });
+    expect(r.stderr).toContain('node "Node_A": must be a node name');
+  }, 60_000);
 });
 
 describe('the base Redis is as BullMQ asks', () => {
@@ -519,15 +702,29 @@ describe('the renderer agrees with kustomize', () => {
       await cp(DEPLOY, copy, { recursive: true });
       for (const f of SECRET_FILES) await writeFile(path.join(copy, 'secrets', f), `placeholder for ${f}\n`);
       const target = path.join(copy, path.relative(DEPLOY, dir));
-      const { stdout } = await run(command, ['build', target], { maxBuffer: 16 * 1024 * 1024 });
-      const theirs = parseAllDocuments(stdout).map((d) => JSON.stringify(sortKeys(d.toJS())));
-      const ours = renderKustomization(target).map((o) => JSON.stringify(sortKeys(o)));
-      expect(ours.sort()).toEqual(theirs.sort());
+      expect(asRendered(renderKustomization(target))).toEqual(await kustomizeBuild(command, target));
     } finally {
       await rm(copy, { recursive: true, force: true });
     }
   });
 });
+
+/** Objects as sorted JSON lines, to compare renderings whatever their order. */
+const asRendered = (objects: readonly unknown[]) => objects.map((o) => JSON.stringify(sortKeys(o))).sort();
+
+/** What `kustomize build DIR` prints, as asRendered gives it; a Secret's long base64 values, which it folds, unfolded. */
+async function kustomizeBuild(command: string, dir: string): Promise<string[]> {
+  const { stdout } = await run(command, ['build', dir], { maxBuffer: 16 * 1024 * 1024 });
+  return asRendered(
+    parseAllDocuments(stdout).map((d) => {
+      const o: unknown = d.toJS();
+      if (isObject(o) && o['kind'] === 'Secret' && isObject(o['data'])) {
+        for (const [k, v] of Object.entries(o['data'])) if (typeof v === 'string') o['data'][k] = v.replace(/\s/g, '');
+      }
+      return o;
+    }),
+  );
+}
 
 function sortKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortKeys);

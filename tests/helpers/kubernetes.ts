@@ -2,12 +2,17 @@
  * deploy/kubernetes/ rendered and checked without a cluster or the kustomize binary.
  *
  * The renderer is the subset of kustomize the manifests use (resources, images, namespace,
- * secretGenerator with fixed names) and refuses any other field, so a kustomization that grows a
+ * nameSuffix, secretGenerator with fixed names, patches: JSON 6902 or a deletion) and refuses any
+ * other field, so a kustomization that grows a
  * feature it cannot render fails here instead of being rendered wrong. Each check returns the
  * problems it found, one line each, so a test can both expect none and plant one.
  */
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Namespace, Secret, ConfigMap, Service, PersistentVolumeClaim, ServiceAccount } from 'kubernetes-models/v1';
 import { Deployment, StatefulSet, DaemonSet } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -15,6 +20,8 @@ import { ClusterRole, ClusterRoleBinding } from 'kubernetes-models/rbac.authoriz
 import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { messageOf } from '../../contract/errors.js';
+import { PACKAGE_ROOT } from '../../host/native.js';
+import { freshCli } from './local.js';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -48,12 +55,20 @@ const SecretGenerator = z.strictObject({
   literals: z.array(z.string().min(1)).optional(),
 });
 
+/** A patch by target: a JSON 6902 list of operations, or a strategic merge patch that deletes the target (nothing else). */
+const Patch = z.strictObject({
+  target: z.strictObject({ kind: z.string().min(1), name: z.string().min(1), namespace: z.string().min(1).optional() }),
+  patch: z.string().min(1),
+});
+
 /** The kustomization fields this renderer knows; any other is refused (strictObject). */
 const Kustomization = z.strictObject({
   apiVersion: z.literal('kustomize.config.k8s.io/v1beta1'),
   kind: z.literal('Kustomization'),
   namespace: z.string().min(1).optional(),
   resources: z.array(z.string().min(1)).optional(),
+  nameSuffix: z.string().min(1).optional(),
+  patches: z.array(Patch).optional(),
   images: z.array(ImageEntry).optional(),
   generatorOptions: z
     .strictObject({
@@ -163,6 +178,92 @@ function applyImages(objects: K8sObject[], images: z.output<typeof ImageEntry>[]
   }
 }
 
+const JsonOp = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('add'), path: z.string(), value: z.json() }),
+  z.strictObject({ op: z.literal('replace'), path: z.string(), value: z.json() }),
+  z.strictObject({ op: z.literal('test'), path: z.string(), value: z.json() }),
+  z.strictObject({ op: z.literal('remove'), path: z.string() }),
+]);
+const DeletePatch = z.looseObject({ $patch: z.literal('delete') });
+
+/** RFC 6901: `/a/b~1c` is a, then b/c. */
+const pointer = (p: string) => p.split('/').slice(1).map((t) => t.replaceAll('~1', '/').replaceAll('~0', '~'));
+
+/** One RFC 6902 operation on `doc`, in place; a failed `test`, or a path that does not exist, throws, as kustomize stops. */
+function applyOp(doc: JsonObject, op: z.output<typeof JsonOp>): void {
+  const tokens = pointer(op.path);
+  const last = tokens.pop();
+  if (last === undefined) throw new Error(`patch path ${op.path}: the whole object`);
+  let parent: Json = doc;
+  for (const t of tokens) {
+    const next: Json | undefined = Array.isArray(parent) ? parent[Number(t)] : isObject(parent) ? parent[t] : undefined;
+    if (next === undefined) throw new Error(`patch path ${op.path}: no ${t}`);
+    parent = next;
+  }
+  if (Array.isArray(parent)) {
+    const i = last === '-' ? parent.length : Number(last);
+    if (!Number.isInteger(i) || i < 0 || i > parent.length || (op.op !== 'add' && i >= parent.length)) throw new Error(`patch path ${op.path}: no index ${last}`);
+    if (op.op === 'add') parent.splice(i, 0, op.value);
+    else if (op.op === 'replace') parent[i] = op.value;
+    else if (op.op === 'remove') parent.splice(i, 1);
+    else if (JSON.stringify(parent[i]) !== JSON.stringify(op.value)) throw new Error(`patch test ${op.path}: ${JSON.stringify(parent[i])} is not ${JSON.stringify(op.value)}`);
+    return;
+  }
+  if (!isObject(parent)) throw new Error(`patch path ${op.path}: not an object or list`);
+  if (op.op !== 'add' && !Object.hasOwn(parent, last)) throw new Error(`patch path ${op.path}: no ${last}`);
+  if (op.op === 'add' || op.op === 'replace') parent[last] = op.value;
+  else if (op.op === 'remove') Reflect.deleteProperty(parent, last);
+  else if (JSON.stringify(parent[last]) !== JSON.stringify(op.value)) throw new Error(`patch test ${op.path}: ${JSON.stringify(parent[last] ?? null)} is not ${JSON.stringify(op.value)}`);
+}
+
+function applyPatch(file: string, objects: K8sObject[], p: z.output<typeof Patch>): void {
+  const { kind, name, namespace } = p.target;
+  const targets = objects.filter((o) => o.kind === kind && o.metadata.name === name && (namespace === undefined || o.metadata.namespace === namespace));
+  if (targets.length === 0) throw new Error(`${file}: a patch targets ${kind} ${namespace ?? '*'}/${name}, which is not rendered`);
+  const body: unknown = parseAllDocuments(p.patch, { version: '1.1' })[0]?.toJS();
+  if (DeletePatch.safeParse(body).success) {
+    for (const t of targets) objects.splice(objects.indexOf(t), 1);
+    return;
+  }
+  const ops = z.array(JsonOp).safeParse(body);
+  if (!ops.success) throw new Error(`${file}: a patch of ${kind} ${name} is neither JSON 6902 operations nor a deletion (the renderer makes no other): ${ops.error.message}`);
+  for (const t of targets) for (const op of ops.data) applyOp(t, op);
+}
+
+/**
+ * kustomize's nameSuffix: every object's name, and the names by which this kustomization's pods
+ * refer to its Secrets and ConfigMaps (volumes, projections, env), which it renames with them.
+ */
+function addNameSuffix(objects: K8sObject[], suffix: string): void {
+  const renamed = new Set(objects.map((o) => `${o.kind} ${o.metadata.namespace ?? 'default'}/${o.metadata.name}`));
+  for (const o of objects) o.metadata.name = `${o.metadata.name}${suffix}`;
+  for (const o of objects) {
+    const ns = o.metadata.namespace ?? 'default';
+    const rename = (ref: JsonObject | undefined, kind: 'Secret' | 'ConfigMap', key: string) => {
+      const name = ref?.[key];
+      if (ref !== undefined && typeof name === 'string' && renamed.has(`${kind} ${ns}/${name}`)) ref[key] = `${name}${suffix}`;
+    };
+    for (const pod of podSpecsOf(o)) {
+      for (const v of Array.isArray(pod['volumes']) ? pod['volumes'].filter(isObject) : []) {
+        rename(isObject(v['secret']) ? v['secret'] : undefined, 'Secret', 'secretName');
+        rename(isObject(v['configMap']) ? v['configMap'] : undefined, 'ConfigMap', 'name');
+        const sources = isObject(v['projected']) && Array.isArray(v['projected']['sources']) ? v['projected']['sources'].filter(isObject) : [];
+        for (const s of sources) {
+          rename(isObject(s['secret']) ? s['secret'] : undefined, 'Secret', 'name');
+          rename(isObject(s['configMap']) ? s['configMap'] : undefined, 'ConfigMap', 'name');
+        }
+      }
+      for (const { container } of containersOf(pod)) {
+        for (const e of Array.isArray(container['env']) ? container['env'].filter(isObject) : []) {
+          const from = isObject(e['valueFrom']) ? e['valueFrom'] : undefined;
+          rename(isObject(from?.['secretKeyRef']) ? from['secretKeyRef'] : undefined, 'Secret', 'name');
+          rename(isObject(from?.['configMapKeyRef']) ? from['configMapKeyRef'] : undefined, 'ConfigMap', 'name');
+        }
+      }
+    }
+  }
+}
+
 /** What `kustomize build DIR` (and `kubectl kustomize DIR`) gives for the fields above, in resource order (kustomize sorts by kind; nothing here depends on order). */
 export function renderKustomization(dir: string, o: RenderOptions = {}): K8sObject[] {
   const file = path.join(dir, 'kustomization.yaml');
@@ -179,6 +280,8 @@ export function renderKustomization(dir: string, o: RenderOptions = {}): K8sObje
     if (k.generatorOptions === undefined) throw new Error(`${file}: secretGenerator without generatorOptions.disableNameSuffixHash: true (names with a hash are not rendered here)`);
     objects.push(generateSecret(dir, g, k.generatorOptions.labels, o));
   }
+  for (const p of k.patches ?? []) applyPatch(file, objects, p);
+  if (k.nameSuffix !== undefined) addNameSuffix(objects, k.nameSuffix);
   if (k.namespace !== undefined) {
     for (const obj of objects) if (!CLUSTER_SCOPED.has(obj.kind)) obj.metadata.namespace = k.namespace;
   }
@@ -597,4 +700,114 @@ export function configMapValues(objects: readonly K8sObject[], name: string, key
   const values = new Map<string, string | undefined>();
   for (const o of objects) if (o.kind === 'ConfigMap' && o.metadata.name === name) values.set(o.metadata.namespace ?? 'default', str(obj(o['data'])?.[key]));
   return values;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis ACL users (deploy/kubernetes/redis-acl): what each node's agent pod can read.
+
+/** Every Secret a pod names: volumes, projections, env and envFrom. */
+function secretsOf(p: Pod): string[] {
+  const names: string[] = [];
+  for (const v of arr(p.spec['volumes']).filter(isObject)) {
+    const s = str(obj(v['secret'])?.['secretName']);
+    if (s !== undefined) names.push(s);
+    for (const source of arr(obj(v['projected'])?.['sources']).filter(isObject)) {
+      const n = str(obj(source['secret'])?.['name']);
+      if (n !== undefined) names.push(n);
+    }
+  }
+  for (const { container } of containersOf(p.spec)) {
+    for (const e of arr(container['env']).filter(isObject)) {
+      const n = str(obj(obj(e['valueFrom'])?.['secretKeyRef'])?.['name']);
+      if (n !== undefined) names.push(n);
+    }
+    for (const e of arr(container['envFrom']).filter(isObject)) {
+      const n = str(obj(e['secretRef'])?.['name']);
+      if (n !== undefined) names.push(n);
+    }
+  }
+  return [...new Set(names)];
+}
+
+/**
+ * Each agent pod (the pods of `namespace`) is pinned to one node of its own by
+ * kubernetes.io/hostname, and every Secret it names but those of `shared` (public keys) is named
+ * by no pod of another node: a kubelet may read every Secret its node's pods name, so a Secret
+ * two nodes' pods share gives each node the other's credentials.
+ */
+export function nodeSecretProblems(objects: readonly K8sObject[], namespace: string, shared: readonly string[]): string[] {
+  const problems: string[] = [];
+  const pods = podsOf(objects).filter((p) => p.namespace === namespace);
+  if (pods.length === 0) return [`no pod in ${namespace}`];
+  const nodeOf = new Map<Pod, string>();
+  for (const p of pods) {
+    const node = labelsOf(p.spec['nodeSelector'])['kubernetes.io/hostname'];
+    if (node === undefined) problems.push(`${objectId(p.owner)}: not pinned to one node (no nodeSelector kubernetes.io/hostname)`);
+    else nodeOf.set(p, node);
+  }
+  const byNode = new Map<string, Pod[]>();
+  for (const [p, node] of nodeOf) byNode.set(node, [...(byNode.get(node) ?? []), p]);
+  for (const [node, mine] of byNode) if (mine.length > 1) problems.push(`node ${node}: ${mine.length} agent workloads (${mine.map((p) => objectId(p.owner)).join(', ')})`);
+  const readers = new Map<string, Set<string>>();
+  for (const p of pods) {
+    for (const s of secretsOf(p)) {
+      if (shared.includes(s)) continue;
+      readers.set(s, new Set([...(readers.get(s) ?? []), nodeOf.get(p) ?? `(unpinned ${objectId(p.owner)})`]));
+    }
+  }
+  for (const [s, nodes] of readers) if (nodes.size > 1) problems.push(`Secret ${namespace}/${s} is named by the pods of ${nodes.size} nodes: ${[...nodes].sort().join(', ')}`);
+  return problems;
+}
+
+/** Where any of `secrets` appears in clear: a ConfigMap's data, an env literal, a command or argument. */
+export function secretInClearProblems(objects: readonly K8sObject[], secrets: readonly string[]): string[] {
+  const problems: string[] = [];
+  const leaks = (v: Json | undefined) => typeof v === 'string' && secrets.some((s) => v.includes(s));
+  for (const o of objects.filter((x) => x.kind === 'ConfigMap')) {
+    for (const [k, v] of Object.entries(obj(o['data']) ?? {})) if (leaks(v)) problems.push(`${objectId(o)}: key ${k} holds a secret`);
+  }
+  for (const p of podsOf(objects)) {
+    for (const { container } of containersOf(p.spec)) {
+      for (const e of arr(container['env']).filter(isObject)) if (leaks(e['value'])) problems.push(`${containerId(p, container)}: env ${str(e['name']) ?? '?'} holds a secret`);
+      for (const part of [...arr(container['command']), ...arr(container['args'])]) if (leaks(part)) problems.push(`${containerId(p, container)}: its command line holds a secret`);
+    }
+  }
+  return problems;
+}
+
+/** The decoded data of Secret `namespace/name`, key by key. */
+export function secretData(objects: readonly K8sObject[], namespace: string, name: string): Map<string, string> {
+  const s = objects.find((o) => o.kind === 'Secret' && o.metadata.name === name && o.metadata.namespace === namespace);
+  if (s === undefined) throw new Error(`Secret ${namespace}/${name} is not rendered`);
+  return new Map(Object.entries(obj(s['data']) ?? {}).map(([k, v]) => [k, Buffer.from(str(v) ?? '', 'base64').toString('utf8')]));
+}
+
+/** What secrets/kustomization.yaml reads: made by the operator, never committed. */
+export const SECRET_FILES = ['redis-password', 'api-token', 'job-key.pem', 'job-key.pub.pem'];
+
+export interface AclOverlay {
+  /** The copy of deploy/kubernetes, with placeholder secrets and the users the CLI made. */
+  readonly root: string;
+  readonly objects: K8sObject[];
+  /** Each user's password, as the CLI wrote it (fsbench-coordinator, fsbench-agent-<node>). */
+  readonly passwords: ReadonlyMap<string, string>;
+  /** The admin password's placeholder. */
+  readonly adminPassword: string;
+  /** What the CLI said on stderr. */
+  readonly said: string;
+  readonly remove: () => Promise<void>;
+}
+
+/** A copy of deploy/kubernetes whose redis-acl/users `fsbench agents acl --kubernetes` made for `nodes`, rendered. */
+export async function aclOverlay(nodes: readonly string[]): Promise<AclOverlay> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'fsbench-k8s-acl-'));
+  await cp(path.join(PACKAGE_ROOT, 'deploy/kubernetes'), root, { recursive: true, filter: (src) => !SECRET_FILES.includes(path.basename(src)) && path.basename(src) !== 'users' });
+  const adminPassword = `admin-placeholder-${path.basename(root)}`;
+  for (const f of SECRET_FILES) await writeFile(path.join(root, 'secrets', f), f === 'redis-password' ? `${adminPassword}\n` : `placeholder for ${f}\n`);
+  const { stderr } = await promisify(execFile)(process.execPath, [await freshCli(), 'agents', 'acl', '--kubernetes', path.join(root, 'redis-acl'), ...nodes], { env: { PATH: process.env['PATH'] ?? '' } });
+  const passwords = new Map<string, string>();
+  const users = path.join(root, 'redis-acl', 'users');
+  passwords.set('fsbench-coordinator', (await readFile(path.join(users, 'fsbench-coordinator.password'), 'utf8')).trim());
+  for (const n of nodes) passwords.set(`fsbench-agent-${n}`, (await readFile(path.join(users, n, `fsbench-agent-${n}.password`), 'utf8')).trim());
+  return { root, objects: renderKustomization(path.join(root, 'redis-acl')), passwords, adminPassword, said: stderr, remove: () => rm(root, { recursive: true, force: true }) };
 }
