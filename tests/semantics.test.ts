@@ -1,7 +1,8 @@
 /**
  * The semantics workload for real: operations on a private tmpfs, watched by fsbench's native
  * recursive inotify reader, chokidar and @parcel/watcher in their own processes, through `fsbench
- * run` as a user runs it; a cancelled run and a refused one leave nothing behind. The matching's
+ * run` as a user runs it and by a real agent of a real coordinator; a cancelled run and a refused
+ * one leave nothing behind. The matching's
  * logic has its own file (semantics-matching.test.ts).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -9,9 +10,11 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
+import { CoordinatorClient } from '../cli/client.js';
 import { RunResult } from '../contract/result.js';
 import { SEMANTICS_BACKENDS } from '../contract/workloads/semantics/backends.js';
 import { OPERATION_KINDS, perKindMetric } from '../contract/workloads/semantics/index.js';
+import { useCluster } from './helpers/cluster.js';
 import { exited, freshCli, mountsUnder, runCli, runOnce, spawnCli, tempDir, waitFor } from './helpers/local.js';
 
 const files = tempDir('fsbench-semantics-');
@@ -179,4 +182,33 @@ describe('what a run leaves behind', () => {
     expect(r.state).toBe('skipped');
     if (r.state === 'skipped') expect(r.reason).toBe('kinds is empty: name at least one kind of operation');
   });
+});
+
+describe('through the coordinator, with a real agent', () => {
+  const cluster = useCluster('semantics');
+  it('runs a semantics matrix on an agent and serves its per-kind results', async () => {
+    await freshCli();
+    const coordinator = await cluster.coordinator();
+    await cluster.agent(coordinator.prefix, 'semantics-host', 'semantics-machine');
+    const client = new CoordinatorClient(coordinator.url);
+    const matrix = { name: 'semantics-agent', workload: 'semantics', repetitions: 1, warmup: 0, params: { backend: ['inotify', 'chokidar'], perKind: 3 } };
+    const { id } = z.object({ id: z.string() }).parse(await client.json('POST', '/v1/matrices', matrix));
+    for (const end = Date.now() + 120_000; ; ) {
+      const m = z.object({ state: z.string() }).loose().parse(await client.json('GET', `/v1/matrices/${id}`));
+      if (m.state === 'done') break;
+      if (Date.now() > end) throw new Error(`matrix ${id} is still ${m.state}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const Stored = z.object({ state: z.literal('ok'), machine: z.string(), params: z.record(z.string(), z.unknown()), metrics: z.record(z.string(), z.number().nullable()) }).loose();
+    const results = z.object({ runs: z.array(Stored) }).loose().parse(await client.json('GET', `/v1/matrices/${id}/results`));
+    expect(results.runs.map((r) => r.params['backend']).sort()).toEqual(['chokidar', 'inotify']);
+    for (const run of results.runs) {
+      expect(run.machine).toBe('semantics-machine');
+      expect(run.metrics['operations']).toBe(OPERATION_KINDS.length * 3);
+    }
+    const inotify = results.runs.find((r) => r.params['backend'] === 'inotify');
+    expect(inotify?.metrics['recall']).toBe(1);
+    expect(inotify?.metrics['recall_rename_across']).toBe(1);
+    expect(results.runs.find((r) => r.params['backend'] === 'chokidar')?.metrics['recall_rename_across']).toBe(0);
+  }, 180_000);
 });
