@@ -1,19 +1,26 @@
 /**
  * The semantics workload for real: operations on a private tmpfs, watched by fsbench's native
  * recursive inotify reader, chokidar and @parcel/watcher in their own processes, through `fsbench
- * run` as a user runs it and by a real agent of a real coordinator; a cancelled run and a refused
- * one leave nothing behind. The matching's
+ * run` as a user runs it, by a real agent of a real coordinator, and in a Docker sandbox container;
+ * a cancelled run and a refused one leave nothing behind. The matching's
  * logic has its own file (semantics-matching.test.ts).
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { expandMatrix, parseMatrix, type Cell } from '../contract/matrix.js';
 import { CoordinatorClient } from '../cli/client.js';
 import { RunResult } from '../contract/result.js';
 import { SEMANTICS_BACKENDS } from '../contract/workloads/semantics/backends.js';
 import { OPERATION_KINDS, perKindMetric } from '../contract/workloads/semantics/index.js';
+import { collectFingerprint } from '../host/fingerprint.js';
+import { Journal } from '../host/journal.js';
+import { PACKAGE_ROOT } from '../host/native.js';
+import { runCell } from '../runner/run-cell.js';
+import { dockerClient, engineReachable } from '../sandbox/engine.js';
+import { SandboxRunner } from '../sandbox/runner.js';
 import { useCluster } from './helpers/cluster.js';
 import { exited, freshCli, mountsUnder, runCli, runOnce, spawnCli, tempDir, waitFor } from './helpers/local.js';
 
@@ -211,4 +218,42 @@ describe('through the coordinator, with a real agent', () => {
     expect(inotify?.metrics['recall_rename_across']).toBe(1);
     expect(results.runs.find((r) => r.params['backend'] === 'chokidar')?.metrics['recall_rename_across']).toBe(0);
   }, 180_000);
+});
+
+describe('in a sandbox container', () => {
+  const IMAGE = 'fsbench-test:sandbox';
+  const docker = dockerClient();
+  const scratch = tempDir('fsbench-semantics-sandbox-');
+  let journal: Journal;
+  let sandbox: SandboxRunner;
+
+  beforeAll(async () => {
+    if (!(await engineReachable(docker))) throw new Error('the sandbox test needs a running Docker engine: `npm test` starts one (scripts/prepare-host.sh)');
+    execFileSync('docker', ['build', '-q', '-f', 'docker/Dockerfile', '-t', IMAGE, '.'], { cwd: PACKAGE_ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+    journal = await Journal.open(path.join(scratch.dir, 'journal'));
+    sandbox = await SandboxRunner.connect({ docker, image: IMAGE });
+  }, 900_000);
+
+  afterAll(async () => {
+    await journal.close();
+    scratch.remove();
+  });
+
+  it('matches every operation on the container\'s own storage, with the native reader and a Node library', async () => {
+    const fingerprint = await collectFingerprint();
+    const ctx = { scratchDir: scratch.dir, journal, signal: new AbortController().signal, log: () => undefined, sandbox };
+    const backends = ['inotify', 'chokidar'];
+    expect(backends).toHaveLength(2);
+    for (const backend of backends) {
+      const cell = cellOf({ backend, perKind: 2, target: 'scratch', 'container.storage': 'overlay' });
+      const r = ok(await runCell({ matrix: 't', cell, repetition: 0, fingerprint }, ctx));
+      expect(r.params['container.storage']).toBe('overlay');
+      expect(r.fingerprint.targetFs).toBe('overlay');
+      expect(r.metrics['operations']).toBe(OPERATION_KINDS.length * 2);
+      expect(r.metrics[perKindMetric('recall', 'create')], backend).toBe(1);
+      if (backend === 'inotify') expect(r.metrics['recall']).toBe(1);
+    }
+    const tmpfs = await runCell({ matrix: 't', cell: cellOf({ target: 'tmpfs', 'container.storage': 'overlay' }), repetition: 0, fingerprint }, ctx);
+    expect(tmpfs.state).toBe('skipped');
+  }, 300_000);
 });

@@ -11,7 +11,8 @@
 import { z } from 'zod';
 import type { MetricDoc } from '../../metrics.js';
 import type { ParamSpecs, ParamValue } from '../../params.js';
-import type { WorkloadContract } from '../slice.js';
+import { containerParams, containerSkipReason } from '../container.js';
+import type { SliceParams, WorkloadContract } from '../slice.js';
 import { SEMANTICS_BACKENDS } from './backends.js';
 
 /** Every kind of change the script makes; docs/semantics.md says what each one does and what counts as reporting it. */
@@ -229,16 +230,29 @@ export function semanticsRunMs(p: Readonly<Record<string, ParamValue>>): number 
   return 1500 + scriptMs + settle * 2;
 }
 
+/**
+ * A sandbox container's storage is its work directory, which is the container's scratch
+ * directory: `target: scratch` lands there, a private tmpfs would not measure it.
+ */
+function sandboxSkipReason(p: SliceParams): string | undefined {
+  const storage = p['container.storage'];
+  if (storage !== undefined && storage !== 'none' && p['target'] === 'tmpfs') {
+    return `container.storage: ${String(storage)} measures the container's work directory: use target: scratch`;
+  }
+  return undefined;
+}
+
 export const semanticsContract: WorkloadContract = {
-  params: semanticsParams,
+  params: { ...semanticsParams, ...containerParams },
   metrics: SemanticsMetrics,
   metricDocs: SEMANTICS_METRIC_DOCS,
   headline: SEMANTICS_HEADLINE_METRICS,
   sweeps: [],
-  skipReason: (p) => (kindsOf(p['kinds']).length === 0 ? 'kinds is empty: name at least one kind of operation' : undefined),
+  skipReason: (p) => containerSkipReason(p) ?? sandboxSkipReason(p) ?? (kindsOf(p['kinds']).length === 0 ? 'kinds is empty: name at least one kind of operation' : undefined),
   // Latency is measured on the host's CPUs and the kernel's event queues: a run needs the host to itself.
   exclusive: true,
   estimateRunMs: semanticsRunMs,
   native: ['semantics'],
-  sandbox: null,
+  // target: scratch is the container's scratch directory, its work directory: nothing to point.
+  sandbox: { workDirParam: () => undefined },
 };
