@@ -168,7 +168,7 @@ export type AgentKeyView = z.infer<typeof AgentKeyView>;
 export const AuditEntryView = z.object({
   at: z.iso.datetime(),
   actor: z.string().describe('who asked: `api <address>` (an operator through the REST API), `agent <key>` (a token, or a key rotation), or `coordinator`'),
-  action: z.enum(['enroll-token', 'approve', 'import', 'revoke', 'rotate']),
+  action: z.enum(['enroll-token', 'approve', 'import', 'revoke', 'rotate', 'rename']),
   key: z.string(),
   hostId: z.string(),
   machine: z.string(),
