@@ -224,9 +224,9 @@ export const SETTINGS = {
       .optional(),
     default: '(none: no watcher of your own may run)',
     doc:
-      "A JSON file of this host's own watchers that `semantics` cells may name (`{\"watchers\": [{\"name\", \"argv\", \"uid\", \"gid\"}]}`, docs/semantics.md): " +
-      "a job names one, never a command line, and a name not listed is refused with WATCHER_NOT_LISTED before anything starts. The file, its directories " +
-      'and each program must be root\'s and writable by nobody else; each runs as its uid and gid (65534, nobody, by default; never root).',
+      "A JSON file listing this host's own watcher programs by name (`{\"watchers\": [{\"name\", \"argv\", \"uid\", \"gid\"}]}`; `{root}` in argv is the watched root): " +
+      "a job may only name one, never carry a command line, and a run needing a name not listed is refused with WATCHER_NOT_LISTED before anything starts. Read at start: the file, its " +
+      'directories and each program must be root\'s and writable by nobody else, or the agent (or `fsbench run`) does not start; each runs as its uid and gid (65534, nobody, by default; never root).',
   },
   maxQueuedEvents: {
     env: 'FSBENCH_MAX_QUEUED_EVENTS',
