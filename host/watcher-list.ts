@@ -22,10 +22,9 @@ import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { FsbenchError, errnoOf, messageOf } from '../contract/errors.js';
+import { WATCHER_NAME } from '../contract/watcher-name.js';
 import { checkSafeDir } from './safe-dir.js';
 
-/** A watcher's name as a job gives it: short, lower case, nothing a shell or a path could read. */
-export const WATCHER_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 /** The list is a few lines; anything larger is not one. */
 const MAX_FILE_BYTES = 64 * 1024;
 /** The argument that stands for the watched root. */

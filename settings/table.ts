@@ -225,7 +225,7 @@ export const SETTINGS = {
     default: '(none: no watcher of your own may run)',
     doc:
       "A JSON file listing this host's own watcher programs by name (`{\"watchers\": [{\"name\", \"argv\", \"uid\", \"gid\"}]}`; `{root}` in argv is the watched root): " +
-      "a job may only name one, never carry a command line, and a run needing a name not listed is refused with WATCHER_NOT_LISTED before anything starts. Read at start: the file, its " +
+      "a semantics cell names one with `backend: user` and `watcher: NAME`; a job never carries a command line, and a run needing a name not listed is refused with WATCHER_NOT_LISTED before anything starts. Read at start: the file, its " +
       'directories and each program must be root\'s and writable by nobody else, or the agent (or `fsbench run`) does not start; each runs as its uid and gid (65534, nobody, by default; never root).',
   },
   maxQueuedEvents: {

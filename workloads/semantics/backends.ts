@@ -2,15 +2,17 @@
  * Every backend's adapter, by the name the `backend` parameter takes
  * (contract/workloads/semantics/backends.ts): the record's type asks for one per name, so a
  * backend added to the list without its adapter does not compile. The programs people run add
- * theirs from ./programs/.
+ * theirs from ./programs/. `user` has none of its own: its program is the host's listed watcher
+ * the cell names, so its adapter is made per run from that entry.
  */
-import type { SemanticsBackend } from '../../contract/workloads/semantics/backends.js';
+import { USER_BACKEND, type SemanticsBackend } from '../../contract/workloads/semantics/backends.js';
+import { listedWatcher, type ListedWatcher, type WatcherList } from '../../host/watcher-list.js';
 import { inotifyAdapter } from './inotify.js';
 import { nodeAdapter } from './node-adapter.js';
-import { PROGRAM_ADAPTERS } from './programs/index.js';
+import { PROGRAM_ADAPTERS, userListedAdapter } from './programs/index.js';
 import type { WatcherAdapter } from './watcher.js';
 
-const ADAPTERS: Readonly<Record<SemanticsBackend, WatcherAdapter>> = {
+const ADAPTERS: Readonly<Record<Exclude<SemanticsBackend, typeof USER_BACKEND>, WatcherAdapter>> = {
   inotify: inotifyAdapter,
   parcel: nodeAdapter('parcel'),
   chokidar: nodeAdapter('chokidar'),
@@ -18,6 +20,9 @@ const ADAPTERS: Readonly<Record<SemanticsBackend, WatcherAdapter>> = {
   ...PROGRAM_ADAPTERS,
 };
 
-export function adapterOf(backend: SemanticsBackend): WatcherAdapter {
-  return ADAPTERS[backend];
+/** The backend's adapter, and for `user` the host's listed watcher it runs (WATCHER_NOT_LISTED when the host has no such name). */
+export function adapterOf(backend: SemanticsBackend, watcher: string, list: WatcherList | undefined): { adapter: WatcherAdapter; listed?: ListedWatcher } {
+  if (backend !== USER_BACKEND) return { adapter: ADAPTERS[backend] };
+  const listed = listedWatcher(list ?? { file: null, watchers: [] }, watcher);
+  return { adapter: userListedAdapter(listed), listed };
 }

@@ -18,12 +18,14 @@ import { filesystemType } from '../../host/kernel.js';
 import { makeRunDirectory, mountPrivateTmpfs } from '../../host/run-dir.js';
 import type { Teardown } from '../../host/teardown.js';
 import { withTeardown, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
+import { USER_BACKEND } from '../../contract/workloads/semantics/backends.js';
 import { adapterOf } from './backends.js';
 import { matchEvents, type MissedOp, type Truth } from './matching.js';
 import { semanticsMetrics } from './metrics.js';
 import { Layout, perform, performAfter, prepare } from './operations.js';
 import { parseSemanticsParams, treeSize, type SemanticsParams } from './params.js';
 import { planScript, type PlannedOp } from './script.js';
+import { openTreeTo } from './tree-access.js';
 import type { RunningWatcher, WatcherExit } from './watcher.js';
 
 /** Readiness markers: files made in every directory until the watcher reports one there; never matched. */
@@ -63,6 +65,7 @@ function semanticsHostNeeds(cell: Cell): readonly HostNeed[] {
     },
   ];
   if (p.target === 'scratch') needs.push({ kind: 'space', bytes: entries * 4096, inodes: entries * 2, what: `a tree of ${entries} entries`, fix: 'lower perKind' });
+  if (p.backend === USER_BACKEND) needs.push({ kind: 'watcher', name: p.watcher });
   return needs;
 }
 
@@ -118,12 +121,16 @@ function missedInfo(missed: readonly MissedOp[], root: string): string {
 }
 
 async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown): Promise<WorkloadOutcome> {
+  // Before anything of the run exists: a cell naming a watcher this host does not list stops here
+  // (the host budget checked it already; this is the entry the run then uses).
+  const { adapter, listed } = adapterOf(p.backend, p.watcher, ctx.watchers);
   const runDir = await makeRunDirectory(teardown, await realpath(ctx.scratchDir), 'semantics');
   const { entries } = treeSize(p);
   if (p.target === 'tmpfs') {
     // Markers may take a few rounds: inodes for three times the tree.
     await mountPrivateTmpfs(teardown, runDir, `size=${memoryBytes(p)},nr_inodes=${entries * 3 + 4096}`, 'target: scratch');
   }
+  if (listed !== undefined) await openTreeTo(runDir, listed);
   const layout = new Layout(runDir);
   const script = planScript(p.kindList, p.perKind, p.seed);
   const dirs = prepare(layout, script);
@@ -132,8 +139,7 @@ async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown):
   const events: WatchEvent[] = [];
   let dropped = 0;
   const confirmed = new Set<string>();
-  const adapter = adapterOf(p.backend);
-  ctx.log(`semantics: ${script.length} operations (seed ${p.seed}) watched by ${p.backend}`);
+  ctx.log(`semantics: ${script.length} operations (seed ${p.seed}) watched by ${listed === undefined ? p.backend : `${listed.name} (backend: user)`}`);
   const t0 = now();
   const watcher: RunningWatcher = await adapter.start(
     layout.root,
@@ -181,6 +187,7 @@ async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown):
     }),
     info: {
       backend: p.backend,
+      ...(listed === undefined ? {} : { watcher: listed.name }),
       seed: p.seed,
       treeRoot: layout.root,
       missedOps: missedInfo(m.missed, layout.root),

@@ -18,5 +18,11 @@ export const IN_PROCESS_BACKENDS = ['inotify', 'parcel', 'chokidar', 'fswatch'] 
  */
 export const PROGRAM_BACKENDS = ['inotifywait', 'fswatch-cli', 'watchman', 'watchdog'] as const;
 
-export const SEMANTICS_BACKENDS = [...IN_PROCESS_BACKENDS, ...PROGRAM_BACKENDS] as const;
+/**
+ * `user`: a watcher of the host operator's own, named by the `watcher` parameter from the host's
+ * list (FSBENCH_WATCHERS, host/watcher-list.ts); a job names it and never carries a command line.
+ */
+export const USER_BACKEND = 'user';
+
+export const SEMANTICS_BACKENDS = [...IN_PROCESS_BACKENDS, ...PROGRAM_BACKENDS, USER_BACKEND] as const;
 export type SemanticsBackend = (typeof SEMANTICS_BACKENDS)[number];

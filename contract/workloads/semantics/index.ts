@@ -13,7 +13,8 @@ import type { MetricDoc } from '../../metrics.js';
 import type { ParamSpecs, ParamValue } from '../../params.js';
 import { containerParams, containerSkipReason } from '../container.js';
 import type { SliceParams, WorkloadContract } from '../slice.js';
-import { SEMANTICS_BACKENDS } from './backends.js';
+import { WATCHER_NAME } from '../../watcher-name.js';
+import { SEMANTICS_BACKENDS, USER_BACKEND } from './backends.js';
 
 /** Every kind of change the script makes; docs/semantics.md says what each one does and what counts as reporting it. */
 export const OPERATION_KINDS = [
@@ -56,7 +57,18 @@ export const semanticsParams = {
       'with its defaults; `fswatch` is Node\'s `fs.watch(root, {recursive: true})`. The Node libraries run in a child ' +
       'process of their own. The programs people run, each started on the tree and read by fsbench: `inotifywait` ' +
       '(`inotifywait -m -r`, inotify-tools), `fswatch-cli` (the fswatch program), `watchman` (a subscription to a ' +
-      'private server), `watchdog` (Python\'s watchdog).',
+      'private server), `watchdog` (Python\'s watchdog). `user`: the watcher of this host\'s own list that `watcher` names.',
+  },
+  watcher: {
+    kind: 'text',
+    default: 'none',
+    allowed: "'none' or the name of a watcher in the host's list (FSBENCH_WATCHERS)",
+    maxLength: 32,
+    check: (v) => (v === 'none' || (typeof v === 'string' && WATCHER_NAME.test(v)) ? undefined : 'must be none or 1 to 32 of a-z, 0-9 and -, starting with a letter'),
+    doc:
+      'With `backend: user`, which of the host operator\'s own watchers runs: a name from the list in FSBENCH_WATCHERS on ' +
+      'the host that runs the cell (the argv, the user it runs as; it prints JSON lines, docs/semantics.md). A host ' +
+      'without that name refuses the cell before anything starts (WATCHER_NOT_LISTED). A job never carries a command line.',
   },
   kinds: {
     kind: 'list',
@@ -236,9 +248,20 @@ export function semanticsRunMs(p: Readonly<Record<string, ParamValue>>): number 
  */
 function sandboxSkipReason(p: SliceParams): string | undefined {
   const storage = p['container.storage'];
+  if (storage !== undefined && storage !== 'none' && p['backend'] === USER_BACKEND) {
+    return "backend: user runs a program of the host's own list on the host, not in a sandbox container: leave container.storage at none";
+  }
   if (storage !== undefined && storage !== 'none' && p['target'] === 'tmpfs') {
     return `container.storage: ${String(storage)} measures the container's work directory: use target: scratch`;
   }
+  return undefined;
+}
+
+/** `watcher` and `backend: user` go together: one without the other would measure something the cell does not say. */
+function userWatcherSkipReason(p: SliceParams): string | undefined {
+  const named = p['watcher'] !== undefined && p['watcher'] !== 'none';
+  if (p['backend'] === USER_BACKEND && !named) return "backend: user needs watcher: the name of a watcher in the host's list";
+  if (p['backend'] !== USER_BACKEND && named) return `watcher applies only to backend: user (this cell's backend is ${String(p['backend'] ?? 'inotify')})`;
   return undefined;
 }
 
@@ -248,7 +271,8 @@ export const semanticsContract: WorkloadContract = {
   metricDocs: SEMANTICS_METRIC_DOCS,
   headline: SEMANTICS_HEADLINE_METRICS,
   sweeps: [],
-  skipReason: (p) => containerSkipReason(p) ?? sandboxSkipReason(p) ?? (kindsOf(p['kinds']).length === 0 ? 'kinds is empty: name at least one kind of operation' : undefined),
+  skipReason: (p) =>
+    containerSkipReason(p) ?? sandboxSkipReason(p) ?? userWatcherSkipReason(p) ?? (kindsOf(p['kinds']).length === 0 ? 'kinds is empty: name at least one kind of operation' : undefined),
   // Latency is measured on the host's CPUs and the kernel's event queues: a run needs the host to itself.
   exclusive: true,
   estimateRunMs: semanticsRunMs,
