@@ -9,6 +9,9 @@ import { InotifyLimits, MachineFingerprint } from './fingerprint.js';
 import { Interference } from './interference.js';
 import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
 
+/** The longest text a run's info may hold in one entry: a workload that lists things lists what fits. */
+export const MAX_INFO_TEXT = 4096;
+
 /**
  * A log-linear latency histogram: `[lowNs, highNs, count]` per non-empty bucket. Buckets are
  * self-describing, so histograms from many runs merge by summing counts per bucket, never by
@@ -49,7 +52,7 @@ export const OkRun = RunBase.extend({
   metrics: z.record(z.string(), z.number().nullable()),
   histograms: z.record(z.string(), Histogram).default({}),
   /** Facts about how the run was made that are not numbers to aggregate (fs geometry, cache state). */
-  info: z.record(z.string().max(64), z.union([z.string().max(4096), z.number(), z.boolean(), z.null()])).default({}),
+  info: z.record(z.string().max(64), z.union([z.string().max(MAX_INFO_TEXT), z.number(), z.boolean(), z.null()])).default({}),
 }).strict();
 
 export const FailedRun = RunBase.extend({

@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import type { WatchEvent } from '../contract/workloads/semantics/events.js';
 import { OPERATION_KINDS, SEMANTICS_METRIC_DOCS, SemanticsMetrics, perKindMetric, type OperationKind } from '../contract/workloads/semantics/index.js';
 import { matchEvents, percentile, type Truth } from '../workloads/semantics/matching.js';
+import { MAX_INFO_TEXT } from '../contract/result.js';
+import { missedInfo } from '../workloads/semantics/index.js';
 import { semanticsMetrics } from '../workloads/semantics/metrics.js';
 import { planScript } from '../workloads/semantics/script.js';
 
@@ -127,5 +129,22 @@ describe('the script', () => {
     expect(a).toHaveLength(150);
     for (const k of kinds) expect(a.filter((o) => o.kind === k)).toHaveLength(50);
     expect(a.map((o) => o.index)).toEqual(Array.from({ length: 150 }, (_, i) => i));
+  });
+});
+
+describe('the missed operations in a run\'s info', () => {
+  it('lists as many as fit in one info entry, in the script\'s order, and says how many it listed', () => {
+    const root = '/scratch/fsbench-semantics-x/watched';
+    const deep = (i: number) => `${root}/d${i % 4}/${'deep/'.repeat(30)}file-${i}`;
+    const missed = Array.from({ length: 50 }, (_, i) => ({ index: i, kind: 'rename-within' as const, step: 'op' as const, missing: [deep(i), `${deep(i)}.renamed`] }));
+    const { text, listed } = missedInfo(missed, root);
+    expect(text.length).toBeLessThanOrEqual(MAX_INFO_TEXT);
+    expect(listed).toBeGreaterThan(0);
+    expect(listed).toBeLessThan(50);
+    const parsed: unknown = JSON.parse(text);
+    expect(parsed).toHaveLength(listed);
+    expect(parsed).toEqual(missed.slice(0, listed).map((m) => ({ ...m, missing: m.missing.map((p) => p.slice(root.length + 1)) })));
+    // A short list is listed whole.
+    expect(missedInfo(missed.slice(0, 3), root).listed).toBe(3);
   });
 });

@@ -11,6 +11,7 @@ import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FsbenchError, messageOf } from '../../contract/errors.js';
+import { MAX_INFO_TEXT } from '../../contract/result.js';
 import type { Cell } from '../../contract/matrix.js';
 import type { WatchEvent } from '../../contract/workloads/semantics/events.js';
 import { readInotifyLimits } from '../../host/fingerprint.js';
@@ -115,9 +116,19 @@ async function runScript(layout: Layout, script: readonly PlannedOp[], pace: num
   return truths;
 }
 
-function missedInfo(missed: readonly MissedOp[], root: string): string {
+/** The missed operations, as many as fit in one info entry (paths relative to the tree): the list and how many it holds. */
+export function missedInfo(missed: readonly MissedOp[], root: string): { text: string; listed: number } {
   const rel = (p: string) => path.relative(root, p);
-  return JSON.stringify(missed.slice(0, MAX_MISSED_LISTED).map((m) => ({ index: m.index, kind: m.kind, step: m.step, missing: m.missing.map(rel) })));
+  const entries: string[] = [];
+  let length = 2;
+  for (const m of missed.slice(0, MAX_MISSED_LISTED)) {
+    const entry = JSON.stringify({ index: m.index, kind: m.kind, step: m.step, missing: m.missing.map(rel) });
+    const added = entry.length + (entries.length > 0 ? 1 : 0);
+    if (length + added > MAX_INFO_TEXT) break;
+    entries.push(entry);
+    length += added;
+  }
+  return { text: `[${entries.join(',')}]`, listed: entries.length };
 }
 
 async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown): Promise<WorkloadOutcome> {
@@ -178,6 +189,7 @@ async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown):
   const last = ops.reduce((m, t) => t.paths.reduce((x, q) => (q.atNs > x ? q.atNs : x), m), first);
   const seconds = Number(last - first) / 1e9;
   const m = matchEvents(truths, events, { settleNs: BigInt(p.settle) * 1_000_000n, isMarker });
+  const missed = missedInfo(m.missed, layout.root);
   return {
     metrics: semanticsMetrics(m, {
       overflowsKnown: adapter.reportsOverflow === true,
@@ -190,8 +202,8 @@ async function measure(p: SemanticsParams, ctx: RunContext, teardown: Teardown):
       ...(listed === undefined ? {} : { watcher: listed.name }),
       seed: p.seed,
       treeRoot: layout.root,
-      missedOps: missedInfo(m.missed, layout.root),
-      missedListed: Math.min(m.missed.length, MAX_MISSED_LISTED),
+      missedOps: missed.text,
+      missedListed: missed.listed,
       missedTotal: m.missed.length,
       eventsDropped: dropped,
       watcherExit: exit.exit === null ? null : String(exit.exit),
