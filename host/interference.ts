@@ -16,7 +16,7 @@ import { INTERFERENCE_SETTINGS, type Interference, type InterferenceFlag, type I
  * /proc/stat and /proc/<pid>/stat count in USER_HZ ticks, which the kernel fixes at 100 for
  * every ABI Node runs on (the kernel's own HZ may differ; it converts).
  */
-const MS_PER_TICK = 10;
+export const MS_PER_TICK = 10;
 
 type PsiResource = 'cpu' | 'io' | 'memory';
 

@@ -115,6 +115,10 @@ const CASES: Readonly<Partial<Record<NoteKind, { present: () => Report; absent: 
     present: () => buildReport(runs({ backend: ['inotify', 'parcel'], watch: 'dir' }, (r): Metrics => (r.params['backend'] === 'parcel' ? { overflows: null } : {})), { title: 't' }),
     absent: () => buildReport(runs({ backend: ['inotify', 'fanotify'] }), { title: 't' }),
   },
+  delivered: {
+    present: () => buildReport(runs({ backend: ['inotify', 'watchman'], watch: 'dir' }, (r): Metrics => (r.params['backend'] === 'watchman' ? { overflows: 0 } : {})), { title: 't' }),
+    absent: () => buildReport(runs({ backend: ['inotify', 'parcel'], watch: 'dir' }, (r): Metrics => (r.params['backend'] === 'parcel' ? { overflows: null } : {})), { title: 't' }),
+  },
   'wide-spread': {
     present: () => buildReport(runs({}, (_, i) => ({ eventsPerSec: [900_000, 500_000, 700_000, 300_000, 800_000, 400_000][i % 6] ?? 0 })), { title: 't' }),
     absent: () => buildReport(runs({}), { title: 't' }),
@@ -257,7 +261,7 @@ describe('a kind on a few cells', () => {
       return keptUp(r);
     }), { title: 't' });
     expect(report.notes.find((g) => g.kind === 'silent-loss')?.text).toMatch(
-      /^2 of 3 cells \(backend parcel, fswatch\): the watcher library cannot report IN_Q_OVERFLOW \(overflows shows as n\/a\): lost events are silent; it delivered 25% in backend=parcel, 50% in backend=fswatch of the events the raw inotify reader got\.$/,
+      /^2 of 3 cells \(backend parcel, fswatch\): the watcher cannot report IN_Q_OVERFLOW \(overflows shows as n\/a\): lost events are silent; it delivered 25% in backend=parcel, 50% in backend=fswatch of the events the raw inotify reader got\.$/,
     );
   });
 });

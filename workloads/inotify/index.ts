@@ -9,12 +9,14 @@ import type { Cell } from '../../contract/matrix.js';
 import { paramsSchema } from '../../contract/params.js';
 import { formatSize } from '../../contract/units.js';
 import { inotifySpecs, type InotifyMetrics } from '../../contract/workloads/inotify/index.js';
+import type { ProcessUsage } from '../../host/process-usage.js';
 import { Teardown } from '../../host/teardown.js';
 import { cellParams, type HostNeed, type RunContext, type WorkloadOutcome, type WorkloadSlice } from '../workload.js';
 import { applyFanotifyLimits, applyLimits } from './limits.js';
 import { KernelRefusal, runProbe, type ProbeArgs, type ProbeOutput } from './probe.js';
 import { prepareTarget, tmpfsBytes } from './target.js';
-import { startWatcher, waitQuiet, type NodeWatcher } from './watchers.js';
+import { startProgramWatcher } from './programs.js';
+import { startWatcher, waitQuiet, type Watcher } from './watchers.js';
 
 /** The cell's parameters, typed, derived from the contract's declaration (the container's included, for the host check). */
 const Params = paramsSchema(inotifySpecs);
@@ -92,30 +94,43 @@ function rawMetrics(p: Params, out: ProbeOutput): InotifyMetrics {
   };
 }
 
-/** Runs the native writers with a Node watcher in this process, measuring what it delivers. */
-async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<{ metrics: InotifyMetrics; errors: string[] }> {
-  const backend = p.backend === 'parcel' || p.backend === 'chokidar' ? p.backend : 'fswatch';
-  let watcher: NodeWatcher | undefined;
-  let cpuBefore = process.resourceUsage();
+/** The watcher of a backend that is not the native reader: a Node library in this process, or a program. */
+function startBackend(p: Params, dir: string, signal: AbortSignal): Promise<Watcher> {
+  switch (p.backend) {
+    case 'inotifywait':
+    case 'watchman':
+      return startProgramWatcher(p.backend, dir, p.watch, p.files, signal);
+    case 'parcel':
+    case 'chokidar':
+      return startWatcher(p.backend, dir, p.watch, p.files);
+    default:
+      return startWatcher('fswatch', dir, p.watch, p.files);
+  }
+}
+
+/** Runs the native writers with a library or program watcher, measuring what it delivers. */
+async function runWatcherBackend(p: Params, dir: string, ctx: RunContext): Promise<{ metrics: InotifyMetrics; errors: string[] }> {
+  let watcher: Watcher | undefined;
+  let cpuBefore: ProcessUsage | undefined;
   try {
     const out = await runProbe(probeArgs(p, dir, 'none'), {
       signal: ctx.signal,
       onReady: async () => {
-        watcher = await startWatcher(backend, dir, p.watch, p.files);
-        cpuBefore = process.resourceUsage();
+        watcher = await startBackend(p, dir, ctx.signal);
+        cpuBefore = watcher.usage();
       },
     });
-    if (!watcher) throw new FsbenchError('BACKEND_FAILED', 'the probe never signalled that its files were ready');
+    if (!watcher || !cpuBefore) throw new FsbenchError('BACKEND_FAILED', 'the probe never signalled that its files were ready');
     const drainStart = performance.now();
     // Quiet for 1 s: @parcel/watcher may hold a batch back for up to 500 ms.
     const timedOut = await waitQuiet(watcher.delivery, 1000, p.drainTimeout, ctx.signal);
     if (ctx.signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
     const drainNs = (Math.max(watcher.delivery.lastEventAt, drainStart) - drainStart) * NS_PER_MS;
     const elapsedNs = out.writeNs + drainNs;
-    const cpu = process.resourceUsage();
+    const cpu = watcher.usage();
     const d = watcher.delivery;
-    const userNs = (cpu.userCPUTime - cpuBefore.userCPUTime) * 1000;
-    const sysNs = (cpu.systemCPUTime - cpuBefore.systemCPUTime) * 1000;
+    const userNs = (cpu.userMs - cpuBefore.userMs) * NS_PER_MS;
+    const sysNs = (cpu.sysMs - cpuBefore.sysMs) * NS_PER_MS;
     return {
       errors: d.errors,
       metrics: {
@@ -123,7 +138,7 @@ async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<
         writesPerSec: perSec(out.writes, out.writeNs),
         events: d.events,
         eventsPerSec: perSec(d.events, elapsedNs),
-        overflows: null,
+        overflows: watcher.overflows(),
         reads: d.batches,
         bytesRead: null,
         meanEventsPerRead: d.batches > 0 ? d.events / d.batches : 0,
@@ -137,8 +152,8 @@ async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<
         readerUserMs: userNs / NS_PER_MS,
         readerSysMs: sysNs / NS_PER_MS,
         readerCpuFraction: elapsedNs > 0 ? (userNs + sysNs) / elapsedNs : 0,
-        readerVoluntaryCtxSwitches: cpu.voluntaryContextSwitches - cpuBefore.voluntaryContextSwitches,
-        readerInvoluntaryCtxSwitches: cpu.involuntaryContextSwitches - cpuBefore.involuntaryContextSwitches,
+        readerVoluntaryCtxSwitches: cpu.voluntaryCtxSwitches - cpuBefore.voluntaryCtxSwitches,
+        readerInvoluntaryCtxSwitches: cpu.involuntaryCtxSwitches - cpuBefore.involuntaryCtxSwitches,
         writersUserMs: out.writers.userNs / NS_PER_MS,
         writersSysMs: out.writers.sysNs / NS_PER_MS,
         latencySamples: 0,
@@ -146,7 +161,7 @@ async function runNodeBackend(p: Params, dir: string, ctx: RunContext): Promise<
         latencyP90Us: null,
         latencyP99Us: null,
         latencyMaxUs: null,
-        peakRssBytes: process.resourceUsage().maxRSS * 1024,
+        peakRssBytes: cpu.peakRssBytes,
         foreignEvents: null,
         maxQueueDepth: null,
       },
@@ -260,9 +275,9 @@ export const inotifyWorkload: WorkloadSlice = {
         info['markerWrites'] = out.markerWrites;
         if (out.latency.buckets.length > 0) histograms = { writeToEventLatency: { unit: 'ns', buckets: out.latency.buckets } };
       } else {
-        const r = await runNodeBackend(p, target.dir, ctx);
+        const r = await runWatcherBackend(p, target.dir, ctx);
         metrics = r.metrics;
-        info['overflowVisible'] = false;
+        info['overflowVisible'] = metrics.overflows !== null;
         info['backendErrors'] = r.errors.length > 0 ? r.errors.slice(0, 5).join('; ') : null;
       }
       outcome = { metrics, histograms, info, limits, targetFs: target.fsType };

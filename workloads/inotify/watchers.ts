@@ -10,10 +10,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import parcel from '@parcel/watcher';
 import chokidar from 'chokidar';
 import { messageOf } from '../../contract/errors.js';
+import type { ProcessUsage } from '../../host/process-usage.js';
 
 export interface Delivery {
   events: number;
-  /** Callback invocations: @parcel/watcher's batches, fs.watch's single events. */
+  /** Callback invocations: @parcel/watcher's batches, fs.watch's single events; a program's reads of its output that carried events. */
   batches: number;
   maxBatch: number;
   /** Errors the library reported (for @parcel/watcher this is where an overflow would show). */
@@ -21,17 +22,35 @@ export interface Delivery {
   lastEventAt: number;
 }
 
-export interface NodeWatcher {
+/** A watcher the native writers feed, in this process (a library) or in processes of its own (a program). */
+export interface Watcher {
   readonly delivery: Delivery;
+  /** Overflows it passed on, or null where it cannot pass them on. */
+  overflows(): number | null;
+  /** What the watcher has used so far: this process for a library, the program's processes for a program. */
+  usage(): ProcessUsage;
   close(): Promise<void>;
 }
 
-function fileName(i: number): string {
+/** The name of the workload's file `i` (the probe's naming). */
+export function fileName(i: number): string {
   return `file.${String(i).padStart(5, '0')}`;
 }
 
-function newDelivery(): Delivery {
+export function newDelivery(): Delivery {
   return { events: 0, batches: 0, maxBatch: 0, errors: [], lastEventAt: performance.now() };
+}
+
+/** This process's usage: a library watcher's callbacks run in it. */
+function ownUsage(): ProcessUsage {
+  const u = process.resourceUsage();
+  return {
+    userMs: u.userCPUTime / 1000,
+    sysMs: u.systemCPUTime / 1000,
+    voluntaryCtxSwitches: u.voluntaryContextSwitches,
+    involuntaryCtxSwitches: u.involuntaryContextSwitches,
+    peakRssBytes: u.maxRSS * 1024,
+  };
 }
 
 function count(d: Delivery, n: number): void {
@@ -46,8 +65,9 @@ export async function startWatcher(
   dir: string,
   watch: 'files' | 'dir',
   files: number,
-): Promise<NodeWatcher> {
+): Promise<Watcher> {
   const delivery = newDelivery();
+  const library = { delivery, overflows: () => null, usage: ownUsage };
   if (backend === 'parcel') {
     // inotify by name: left to choose, @parcel/watcher takes watchman wherever it is installed.
     const sub = await parcel.subscribe(
@@ -59,7 +79,7 @@ export async function startWatcher(
       },
       { backend: 'inotify' },
     );
-    return { delivery, close: () => sub.unsubscribe() };
+    return { ...library, close: () => sub.unsubscribe() };
   }
   if (backend === 'chokidar') {
     // Its defaults, as an application gets them: no polling, no initial scan events.
@@ -72,7 +92,7 @@ export async function startWatcher(
     await new Promise<void>((resolve) => w.once('ready', () => {
       resolve();
     }));
-    return { delivery, close: () => w.close() };
+    return { ...library, close: () => w.close() };
   }
   const watchers: FSWatcher[] = [];
   const onError = (err: Error) => delivery.errors.push(err.message);
@@ -92,7 +112,7 @@ export async function startWatcher(
     }
   }
   return {
-    delivery,
+    ...library,
     close: () => {
       for (const w of watchers) w.close();
       return Promise.resolve();

@@ -23,7 +23,9 @@ export const MIN_INOTIFY_BUFFER = 16 + 255 + 1;
  */
 export const MIN_FANOTIFY_DFID_BUFFER = 24 + Math.ceil((12 + 8 + 128 + 255 + 1) / 4) * 4;
 
-export const INOTIFY_BACKENDS = ['inotify', 'fanotify', 'parcel', 'fswatch', 'chokidar'] as const;
+export const INOTIFY_BACKENDS = ['inotify', 'fanotify', 'parcel', 'fswatch', 'chokidar', 'inotifywait', 'watchman'] as const;
+/** The watchers run as programs of their own (Debian's inotify-tools and watchman), read and stopped by fsbench. */
+const PROGRAM_BACKENDS: readonly ParamValue[] = ['inotifywait', 'watchman'];
 export const FANOTIFY_MARKS = ['inode', 'dir', 'mount', 'filesystem'] as const;
 export const FANOTIFY_REPORTS = ['dfid-name', 'fid'] as const;
 
@@ -35,7 +37,11 @@ export const inotifyParams = {
     doc:
       'Who watches: `inotify` is the native raw reader; `fanotify` the same reader on a fanotify group (see `mark`, ' +
       '`fanotifyReport`); `parcel` is @parcel/watcher subscribed to the directory; `fswatch` is Node\'s fs.watch; ' +
-      '`chokidar` is chokidar 5 (over fs.watch) watching the directory or the files. All five are fed by the same native writers.',
+      '`chokidar` is chokidar 5 (over fs.watch) watching the directory or the files; `inotifywait` is the program ' +
+      '(Debian\'s inotify-tools), `inotifywait -m -e modify` on the files, or `-m -r` on the directory with `watch: dir`; ' +
+      '`watchman` is a subscription to a private watchman server (Debian\'s watchman) started for the run, watching the ' +
+      'directory (`watch: dir` only). A program\'s every record about a workload\'s file is one event; one that is not ' +
+      'installed fails the run naming its Debian package. All seven are fed by the same native writers.',
   },
   writers: {
     kind: 'integer',
@@ -60,7 +66,7 @@ export const inotifyParams = {
       `is smaller than ${MIN_INOTIFY_BUFFER} B, the smallest read() buffer the kernel accepts for inotify ` +
       '(sizeof(struct inotify_event) + NAME_MAX + 1); a smaller buffer fails with EINVAL',
     doc:
-      'The raw reader\'s read() buffer, for `inotify` and `fanotify`; the Node backends ignore it. With ' +
+      'The raw reader\'s read() buffer, for `inotify` and `fanotify`; the other backends ignore it. With ' +
       `\`fanotifyReport: dfid-name\` it must hold the largest record, ${MIN_FANOTIFY_DFID_BUFFER} B (smaller cells are skipped).`,
   },
   duration: {
@@ -172,7 +178,7 @@ export const inotifyParams = {
   },
 } as const satisfies ParamSpecs;
 
-/** The native reader reads these; the others are Node libraries in the fsbench process. */
+/** The native reader reads these; the others are Node libraries in the fsbench process, or programs. */
 function nativeReader(backend: ParamValue | undefined): boolean {
   return backend === undefined || backend === 'inotify' || backend === 'fanotify';
 }
@@ -186,12 +192,17 @@ export function inotifySkipReason(p: Readonly<Record<string, ParamValue>>): stri
   if (p['backend'] === 'parcel' && p['watch'] === 'files') {
     return '@parcel/watcher only watches directories: use watch: dir with backend: parcel';
   }
+  if (p['backend'] === 'watchman' && p['watch'] !== 'dir') {
+    return 'watchman only watches directories: use watch: dir with backend: watchman';
+  }
   if (!nativeReader(p['backend']) && p['mode'] === 'drain') {
     return 'drain mode measures the raw read path and exists only for backend: inotify and backend: fanotify';
   }
   const niced = p['readerNice'] !== undefined && p['readerNice'] !== 0;
   if (!nativeReader(p['backend']) && (niced || p['pin'] === true)) {
-    return 'readerNice and pin apply to the native reader thread; with a Node backend the watcher is the fsbench process itself';
+    return PROGRAM_BACKENDS.includes(p['backend'] ?? 'inotify')
+      ? 'readerNice and pin apply to the native reader thread; a program backend reads in processes of its own, which run as the system schedules them'
+      : 'readerNice and pin apply to the native reader thread; with a Node backend the watcher is the fsbench process itself';
   }
   if (!fanotify) {
     const fanotifyOnly = [
@@ -293,9 +304,16 @@ export const INOTIFY_METRIC_DOCS = {
   overflows: {
     unit: 'overflows',
     direction: 'lower',
-    doc: 'IN_Q_OVERFLOW (fanotify: FAN_Q_OVERFLOW) records read: the kernel dropped events. n/a where a backend cannot see it.',
+    doc:
+      'IN_Q_OVERFLOW (fanotify: FAN_Q_OVERFLOW) records read: the kernel dropped events. n/a where a backend cannot see it: ' +
+      'the Node libraries; inotifywait unless it printed Q_OVERFLOW (inotify-tools 3.22 drops the overflow without a word). ' +
+      'watchman: the recrawls it reported ("Recrawled this watch N times"), one per overflow it noticed (overflows during a pending recrawl count once).',
   },
-  reads: { unit: 'reads', direction: 'neither', doc: 'read() calls of the raw reader; callback batches for the Node backends.' },
+  reads: {
+    unit: 'reads',
+    direction: 'neither',
+    doc: 'read() calls of the raw reader; callback batches for the Node backends; for a program, the reads of its output that carried events.',
+  },
   bytesRead: { unit: 'bytes', direction: 'neither', doc: 'Bytes the read() calls returned (raw reader only).' },
   meanEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'Records per read(), on average: how full each read came back.' },
   maxEventsPerRead: { unit: 'events/read', direction: 'neither', doc: 'The most records a single read() returned.' },
@@ -316,7 +334,9 @@ export const INOTIFY_METRIC_DOCS = {
   readerCpuFraction: {
     unit: '1',
     direction: 'neither',
-    doc: "The reader's CPU time as a share of one CPU over the run: low while it fell behind (overflows, merged writes) means it was starved, not that it was efficient.",
+    doc:
+      "The reader's CPU time as a share of one CPU over the run: low while it fell behind (overflows, merged writes) means it was starved, not that it was efficient. " +
+      "The Node backends: the fsbench process's; a program: its own processes' (watchman: the server's and the client's), in the kernel's 10 ms ticks.",
   },
   readerVoluntaryCtxSwitches: { unit: 'switches', direction: 'neither', doc: 'Times the reader blocked (waiting for events).' },
   readerInvoluntaryCtxSwitches: { unit: 'switches', direction: 'lower', doc: 'Times the reader was preempted, mostly by the writers.' },
@@ -327,7 +347,7 @@ export const INOTIFY_METRIC_DOCS = {
   latencyP90Us: { unit: 'us', direction: 'lower', doc: '90th percentile of write-to-event latency.' },
   latencyP99Us: { unit: 'us', direction: 'lower', doc: '99th percentile of write-to-event latency.' },
   latencyMaxUs: { unit: 'us', direction: 'lower', doc: 'Largest write-to-event latency sampled.' },
-  peakRssBytes: { unit: 'bytes', direction: 'lower', doc: 'Peak resident memory of the measuring process.' },
+  peakRssBytes: { unit: 'bytes', direction: 'lower', doc: 'Peak resident memory of the measuring process; for a program, of its own processes, summed.' },
   foreignEvents: {
     unit: 'events',
     direction: 'neither',

@@ -1,7 +1,7 @@
 /**
  * The inotify workload's notes: the kernel dropped events, the reader fell behind for want of
  * CPU, the drain timed out, fanotify merged writes, a watcher library cannot see its losses
- * (and what share of the raw reader's events it delivered). Each reads the medians of one cell,
+ * (and what share of the raw reader's events it delivered, as for a watcher program). Each reads the medians of one cell,
  * and for a watcher library those of the raw reader's cell beside it.
  */
 import { noteMedian, type Note, type NoteFigure, type NoteSeverity, type NoteSubject, type WorkloadNotes } from '../../notes.js';
@@ -91,8 +91,12 @@ function cellNotes(c: NoteSubject, all: readonly NoteSubject[]): Note[] {
       fraction !== null && twin
         ? ` It delivered ${formatPercent(fraction)} of the events the raw inotify reader got in ${twin.label}.`
         : ' Run the same cell with backend: inotify to see what it missed.';
+    const figure = fraction === null ? null : { name: 'eventsOfRaw', value: fraction };
+    // A watcher that says when it lost events (watchman's recrawls) is compared, not called silent.
     notes.push(
-      note('silent-loss', 'warning', `${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`, fraction === null ? null : { name: 'eventsOfRaw', value: fraction }),
+      overflows === null
+        ? note('silent-loss', 'warning', `${backend} cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent.${share}`, figure)
+        : note('delivered', 'info', `${backend} reports its overflows.${share}`, figure),
     );
   }
   return notes;
@@ -111,7 +115,8 @@ export const inotifyNotes: WorkloadNotes = {
     'drain-timeout': () => 'the drain hit drainTimeout; the queue was not empty.',
     'fanotify-merge': (r) => `fanotify merged ${r} writes into each event (median): compare writes per event and writes/s, not event rates.`,
     'silent-loss': (r) =>
-      `the watcher library cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
+      `the watcher cannot report IN_Q_OVERFLOW (overflows shows as n/a): lost events are silent${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
+    delivered: (r) => `the watcher reports its overflows${r ? `; it delivered ${r} of the events the raw inotify reader got` : ''}.`,
   },
   figures: { readerCpuFraction: 'percent', eventsOfRaw: 'percent', writesPerEvent: 'one-decimal' },
 };

@@ -26,5 +26,5 @@ export function programAdapters(options: ProgramOptions = {}): Readonly<Record<P
 export const PROGRAM_ADAPTERS = programAdapters();
 
 export type { ProgramOptions } from './options.js';
-export { MAX_EVENTS_PER_RUN, STOP_GRACE_MS } from './program.js';
+export { MAX_EVENTS_PER_RUN, STOP_GRACE_MS } from '../../../host/watcher-program.js';
 export { userListedAdapter, type UserWatcher } from './user-listed.js';

@@ -8,7 +8,7 @@ import { FsbenchError } from '../../../contract/errors.js';
 import { WatcherLine, type WatchEvent } from '../../../contract/workloads/semantics/events.js';
 import type { RunningWatcher, WatcherAdapter } from '../watcher.js';
 import type { ProgramOptions } from './options.js';
-import { startProgram } from './program.js';
+import { startProgram } from '../../../host/watcher-program.js';
 import { pathInRoot, watchedRoot } from './reported-path.js';
 
 /** A line holds a path, a kind, an old path and a time: a few PATH_MAX and some JSON. */

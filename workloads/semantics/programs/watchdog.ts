@@ -13,7 +13,7 @@ import { MAX_PROGRAM_PATH, WatchdogLine } from '../../../contract/workloads/sema
 import { PACKAGE_ROOT } from '../../../host/native.js';
 import type { RunningWatcher, WatcherAdapter } from '../watcher.js';
 import type { ProgramOptions } from './options.js';
-import { debianPackage, startProgram } from './program.js';
+import { debianPackage, startProgram } from '../../../host/watcher-program.js';
 import { pathInRoot, watchedRoot } from './reported-path.js';
 
 const PKG = 'python3-watchdog';

@@ -9,7 +9,7 @@ import type { ChangeKind, WatchEvent } from '../../../contract/workloads/semanti
 import { MAX_PROGRAM_PATH } from '../../../contract/workloads/semantics/program-output.js';
 import type { RunningWatcher, WatcherAdapter } from '../watcher.js';
 import type { ProgramOptions } from './options.js';
-import { debianPackage, startProgram } from './program.js';
+import { debianPackage, startProgram } from '../../../host/watcher-program.js';
 import { pathInRoot, watchedRoot } from './reported-path.js';
 
 export function parseWordRecord<W extends string>(

@@ -1,5 +1,6 @@
 /**
- * One watcher program run as a child: started from an argv (never a shell), its stdout cut into
+ * One watcher program run as a child (the semantics workload's adapters, the throughput
+ * workload's program backends): started from an argv (never a shell), its stdout cut into
  * records at a separator byte and handed on with the moment they arrived, its stderr's end kept
  * for the report, and stopped with SIGTERM, then SIGKILL after a bound, until it is gone.
  *
@@ -8,11 +9,9 @@
  * `stop()` then rejects with BACKEND_FAILED saying which, instead of a run judged on half its output.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { FsbenchError, messageOf } from '../../../contract/errors.js';
-import type { WatchEvent } from '../../../contract/workloads/semantics/events.js';
-import type { WatcherExit } from '../watcher.js';
+import { FsbenchError, messageOf } from '../contract/errors.js';
 
-/** Most events one run may report; a watcher that says more is stopped and its run failed. */
+/** Most events one run may report unless its spec says otherwise; a watcher that says more is stopped and its run failed. */
 export const MAX_EVENTS_PER_RUN = 1_000_000;
 /** How long a program has to end after SIGTERM before it is killed. */
 export const STOP_GRACE_MS = 3_000;
@@ -37,10 +36,18 @@ export interface ProgramSpec {
   /** The user and group it runs as (default: this process's). */
   readonly uid?: number;
   readonly gid?: number;
+  /** Most events it may report before it is stopped and its run failed (default MAX_EVENTS_PER_RUN, for a workload that keeps each). */
+  readonly maxEvents?: number;
+}
+
+/** How a program ended: its exit code or signal, and the end of its stderr. */
+export interface ProgramExit {
+  readonly exit: number | string | null;
+  readonly stderrTail: string;
 }
 
 /** A record's parser: the events it says (none for a program's own bookkeeping); it throws on a record it refuses. */
-export type RecordParser = (record: string, atNs: bigint) => readonly WatchEvent[];
+export type RecordParser<E> = (record: string, atNs: bigint) => readonly E[];
 
 export interface RunningProgram {
   readonly pid: number;
@@ -53,7 +60,9 @@ export interface RunningProgram {
   untilReady(ready: Promise<void>, what: string, ms?: number): Promise<void>;
   /** Refuses the rest of the output: the program is stopped and stop() rejects with `reason`. */
   fail(reason: string): void;
-  stop(): Promise<WatcherExit>;
+  /** Whether it has ended, stopped or not. */
+  ended(): boolean;
+  stop(): Promise<ProgramExit>;
 }
 
 /** The remedy for a program one Debian package installs. */
@@ -62,10 +71,10 @@ export function debianPackage(pkg: string): string {
 }
 
 /** Starts `spec`; rejects with TARGET_UNUSABLE saying what installs the program when it is not installed. */
-export async function startProgram(
+export async function startProgram<E>(
   spec: ProgramSpec,
-  parse: RecordParser,
-  onEvent: (event: WatchEvent) => void,
+  parse: RecordParser<E>,
+  onEvent: (event: E) => void,
   signal: AbortSignal,
 ): Promise<RunningProgram> {
   if (signal.aborted) throw new FsbenchError('CANCELLED', `the run was cancelled before ${spec.backend} started`);
@@ -92,22 +101,22 @@ function spawned(child: ChildProcess, spec: ProgramSpec): Promise<number> {
   });
 }
 
-class Program implements RunningProgram {
+class Program<E> implements RunningProgram {
   private stderr = '';
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private failure: string | null = null;
   private events = 0;
   private stopping = false;
-  private readonly closed: Promise<WatcherExit>;
+  private readonly closed: Promise<ProgramExit>;
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
 
   constructor(
     private readonly child: ChildProcess,
     readonly pid: number,
     private readonly spec: ProgramSpec,
-    private readonly parse: RecordParser,
-    private readonly onEvent: (event: WatchEvent) => void,
+    private readonly parse: RecordParser<E>,
+    private readonly onEvent: (event: E) => void,
     private readonly signal: AbortSignal,
   ) {
     this.closed = new Promise((resolve) => {
@@ -159,7 +168,7 @@ class Program implements RunningProgram {
       this.fail('printed a record that is not UTF-8 (a path that is not UTF-8 cannot be matched)');
       return;
     }
-    let said: readonly WatchEvent[];
+    let said: readonly E[];
     try {
       said = this.parse(text, atNs);
     } catch (err) {
@@ -168,8 +177,9 @@ class Program implements RunningProgram {
     }
     for (const event of said) {
       this.events += 1;
-      if (this.events > MAX_EVENTS_PER_RUN) {
-        this.fail(`reported more than ${MAX_EVENTS_PER_RUN} events in one run`);
+      const max = this.spec.maxEvents ?? MAX_EVENTS_PER_RUN;
+      if (this.events > max) {
+        this.fail(`reported more than ${max} events in one run`);
         return;
       }
       this.onEvent(event);
@@ -182,7 +192,7 @@ class Program implements RunningProgram {
     void this.terminate();
   }
 
-  private ended(): boolean {
+  ended(): boolean {
     return this.child.exitCode !== null || this.child.signalCode !== null;
   }
 
@@ -239,7 +249,7 @@ class Program implements RunningProgram {
     return this.untilReady(seen, `${String(re)} on stderr`, ms);
   }
 
-  private async terminate(): Promise<WatcherExit> {
+  private async terminate(): Promise<ProgramExit> {
     this.stopping = true;
     this.signal.removeEventListener('abort', this.onAbort);
     if (!this.ended()) {
@@ -254,7 +264,7 @@ class Program implements RunningProgram {
     return this.closed;
   }
 
-  async stop(): Promise<WatcherExit> {
+  async stop(): Promise<ProgramExit> {
     const exit = await this.terminate();
     if (this.failure !== null) throw new FsbenchError('BACKEND_FAILED', `${this.spec.backend} ${this.failure}`);
     return exit;
