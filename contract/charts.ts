@@ -102,7 +102,7 @@ export interface ChartSpec {
   readonly capped?: string;
 }
 
-const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d'];
+const COLORS = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#4d7c0f', '#be185d', '#854d0e', '#475569'];
 export const seriesColor = (i: number): string => COLORS[i % COLORS.length] ?? '#2563eb';
 
 export function groupBy<T>(items: readonly T[], keyOf: (item: T) => string): Map<string, T[]> {

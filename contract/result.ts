@@ -12,6 +12,10 @@ import { paramSpec, WORKLOAD_NAMES, WORKLOADS } from './workloads/index.js';
 /** The longest text a run's info may hold in one entry: a workload that lists things lists what fits. */
 export const MAX_INFO_TEXT = 4096;
 
+/** What a workload says of a run beside its metrics (the backend, the seed, what it missed): short entries, checked where the run is made. */
+export const RunInfo = z.record(z.string().max(64), z.union([z.string().max(MAX_INFO_TEXT), z.number(), z.boolean(), z.null()]));
+export type RunInfo = z.infer<typeof RunInfo>;
+
 /**
  * A log-linear latency histogram: `[lowNs, highNs, count]` per non-empty bucket. Buckets are
  * self-describing, so histograms from many runs merge by summing counts per bucket, never by
@@ -52,7 +56,7 @@ export const OkRun = RunBase.extend({
   metrics: z.record(z.string(), z.number().nullable()),
   histograms: z.record(z.string(), Histogram).default({}),
   /** Facts about how the run was made that are not numbers to aggregate (fs geometry, cache state). */
-  info: z.record(z.string().max(64), z.union([z.string().max(MAX_INFO_TEXT), z.number(), z.boolean(), z.null()])).default({}),
+  info: RunInfo.default({}),
 }).strict();
 
 export const FailedRun = RunBase.extend({

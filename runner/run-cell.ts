@@ -13,7 +13,7 @@ import type { MachineFingerprint } from '../contract/fingerprint.js';
 import type { Interference, InterferenceThresholds } from '../contract/interference.js';
 import { FsbenchError, toFsbenchError } from '../contract/errors.js';
 import type { Cell } from '../contract/matrix.js';
-import type { RunResult } from '../contract/result.js';
+import { RunInfo, type RunResult } from '../contract/result.js';
 import { WORKLOADS } from '../contract/workloads/index.js';
 import { finishInterference, startInterference, thresholdsFromEnv } from '../host/interference.js';
 import { WorkloadSkipped, type RunContext, type WorkloadRunner } from '../workloads/workload.js';
@@ -54,6 +54,14 @@ function runnerFor(cell: Cell, ctx: RunContext): WorkloadRunner {
     );
   }
   return ctx.sandbox;
+}
+
+/** A workload's info, checked where the run is made: a wrong one is a failed run with a reason, not a result the store refuses later. */
+function checkedInfo(info: unknown): RunInfo {
+  const r = RunInfo.safeParse(info);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new FsbenchError('WORKLOAD_FAILED', `the workload's info about the run cannot be stored: ${issue ? `${issue.path.join('.')}: ${issue.message}` : 'invalid'}`);
 }
 
 export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<RunResult> {
@@ -97,7 +105,7 @@ export async function runCell(req: RunRequest, ctx: RunCellContext): Promise<Run
       state: 'ok',
       metrics,
       histograms: outcome.histograms ?? {},
-      info: outcome.info ?? {},
+      info: checkedInfo(outcome.info ?? {}),
     };
   } catch (err) {
     if (err instanceof WorkloadSkipped) return { ...base, finishedAt: new Date().toISOString(), limits: null, state: 'skipped', reason: err.skipReason };

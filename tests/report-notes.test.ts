@@ -12,6 +12,7 @@ import { formatReadableDuration } from '../report/format.js';
 import type { NoteKind, Report } from '../report/model.js';
 import { REPORT_NOTE_KINDS } from '../report/notes.js';
 import { WORKLOAD_NAMES, WORKLOADS } from '../contract/workloads/index.js';
+import { kindsOf as operationKindsOf, perKindMetric } from '../contract/workloads/semantics/index.js';
 import { ReportSchema } from '../report/schema.js';
 import { noteText } from '../report/export/doc.js';
 import { reportDoc } from '../report/results-view.js';
@@ -164,7 +165,28 @@ const CASES: Readonly<Partial<Record<NoteKind, { present: () => Report; absent: 
     present: () => watchesReport({ kernelBytesHostWide: 1 }),
     absent: () => watchesReport({ kernelBytesHostWide: 0 }),
   },
+  // A watcher that gives a deletion and a creation for each rename, against one that reports renames.
+  'rename-as-other': {
+    present: () => semanticsReport({ [perKindMetric('recall', 'rename-within')]: 0, [perKindMetric('wrong_kind', 'rename-within')]: 40 }),
+    absent: () => semanticsReport({}),
+  },
+  missed: {
+    present: () => semanticsReport({ [perKindMetric('recall', 'create')]: 0.5 }),
+    absent: () => semanticsReport({}),
+  },
+  deaf: {
+    present: () => semanticsReport({ deafAfter: 3, deafChecks: 20 }),
+    absent: () => semanticsReport({ deafAfter: 0, deafChecks: 20 }),
+  },
 };
+
+/** A semantics cell (chokidar, 20 of each of three kinds) whose watcher reported every operation, with `metrics` planted over that. */
+function semanticsReport(metrics: Metrics): Report {
+  const params = { backend: 'chokidar', perKind: 20, kinds: 'create,rename-within,atomic-replace' };
+  const all = syntheticRuns({ matrix: { name: 'semantics', workload: 'semantics', repetitions: 5, warmup: 0, params }, machine: { machine: 'm1' }, noise: 0 });
+  const perfect = Object.fromEntries(operationKindsOf(params.kinds).flatMap((k) => [[perKindMetric('recall', k), 1], [perKindMetric('wrong_kind', k), 0]]));
+  return buildReport(all.map((r) => (r.state === 'ok' ? { ...r, metrics: { ...r.metrics, recall: 1, deafAfter: 0, overflows: 0, ...perfect, ...metrics } } : r)), { title: 't' });
+}
 
 /** A watches cell whose ok runs measured `metrics` (the synthetic runs carry none of that workload's own). */
 function watchesReport(metrics: Metrics): Report {
@@ -190,6 +212,22 @@ describe('every kind of note', () => {
       for (const c of present.cells) expect(c.notes).toEqual(c.findings.map((n) => n.text));
     });
   }
+});
+
+describe('what a watcher reported, in words', () => {
+  it('counts the renames a watcher gave as other kinds, and lists the kinds it missed with how many', () => {
+    const notes = semanticsReport({ [perKindMetric('recall', 'rename-within')]: 0, [perKindMetric('wrong_kind', 'rename-within')]: 40, [perKindMetric('recall', 'create')]: 0.9 }).cells[0]?.notes ?? [];
+    expect(notes).toContain(
+      'chokidar reported 0 of 20 renames within a directory as renames: it gives 2 events of other kinds for each (a deletion and a creation, or "something changed"), so a consumer cannot tell a rename from a new file.',
+    );
+    expect(notes.join('\n')).toContain('chokidar did not report with the right kind: creates 2 of 20, renames within a directory 20 of 20 (median of the runs)');
+  });
+
+  it("tells the kernel's overflows apart from the watcher's own loss", () => {
+    const notes = semanticsReport({ overflows: 2 }).cells[0]?.notes ?? [];
+    expect(notes.join('\n')).toContain("2 overflow events per run (median): the kernel dropped events, so what went missing here is the kernel's loss, not the watcher's.");
+    expect(semanticsReport({}).cells[0]?.notes.join('\n')).not.toContain('overflow');
+  });
 });
 
 describe('a knee judged against an L3 the kernel did not report', () => {

@@ -128,6 +128,20 @@ describe('fsbench run, on tmpfs at a gentle pace', () => {
       expect(missedOf(of(backend)).filter((x) => x.kind === 'rename-within')).toHaveLength(perKind);
     }
   });
+
+  it('says so in the report, in words: each library reported 0 of the renames as renames, and the missed operations are counted per kind', async () => {
+    const r = await runCli(['report', out, '--format', 'json']);
+    expect(r.code, r.stderr).toBe(0);
+    const report = z.object({ cells: z.array(z.object({ params: z.record(z.string(), z.unknown()), notes: z.array(z.string()) })) }).parse(JSON.parse(r.stdout));
+    const notesOf = (backend: string) => report.cells.find((c) => c.params['backend'] === backend)?.notes.join('\n') ?? '';
+    for (const backend of ['chokidar', 'parcel']) {
+      expect(notesOf(backend)).toContain(`${backend} reported 0 of ${perKind} renames within a directory as renames: it gives 2 events of other kinds for each`);
+      expect(notesOf(backend)).toMatch(new RegExp(`${backend} did not report with the right kind: [^\\n]*renames across directories ${perKind} of ${perKind}`));
+    }
+    // The raw reader reported everything: no note says otherwise of it.
+    expect(report.cells.some((c) => c.params['backend'] === 'inotify')).toBe(true);
+    expect(notesOf('inotify')).not.toMatch(/inotify (reported \d+ of|did not report|went deaf)/);
+  });
 });
 
 describe('what a run leaves behind', () => {

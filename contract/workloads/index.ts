@@ -13,7 +13,9 @@ import { inotifyNotes } from './inotify/notes.js';
 import { metadataCharts } from './metadata/charts.js';
 import { metadataContract } from './metadata/index.js';
 import { noopContract } from './noop/index.js';
+import { semanticsCharts } from './semantics/charts.js';
 import { semanticsContract } from './semantics/index.js';
+import { semanticsNotes } from './semantics/notes.js';
 import { watchesCharts } from './watches/charts.js';
 import { watchesContract } from './watches/index.js';
 import { watchesNoteRules } from './watches/notes.js';
@@ -25,7 +27,7 @@ const REGISTRY = {
   inotify: { ...inotifyContract, charts: inotifyCharts, notes: inotifyNotes },
   metadata: { ...metadataContract, charts: metadataCharts },
   noop: noopContract,
-  semantics: semanticsContract,
+  semantics: { ...semanticsContract, charts: semanticsCharts, notes: semanticsNotes },
   watches: { ...watchesContract, charts: watchesCharts, notes: watchesNoteRules },
 } satisfies Record<string, WorkloadContract>;
 
