@@ -74,13 +74,20 @@ function checkAborted(signal: AbortSignal): void {
   if (signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
 }
 
-/** Makes markers in each directory not yet confirmed until the watcher has reported one in every directory. */
+/**
+ * Makes markers in each directory not yet confirmed until the watcher has reported one in every
+ * directory. A new round of markers comes only after a round's wait passed with no marker
+ * reported, and each wait is twice the last (up to 3.2 s): a watcher that hands on its events in
+ * batches (fswatch, each second) or drains its queue slowly is not buried under markers it has not
+ * read yet, which would delay every operation of the script behind them.
+ */
 async function awaitReady(dirs: readonly string[], confirmed: ReadonlySet<string>, backend: string, signal: AbortSignal): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  // A round gives the watcher time to report every marker of it: 100 ms, more for large trees.
-  const roundMs = Math.max(100, dirs.length * 0.02);
+  // The first wait gives the watcher time to report every marker of a round: 100 ms, more for large trees.
+  const firstWaitMs = Math.max(100, dirs.length * 0.02);
+  const pending = () => dirs.filter((d) => !confirmed.has(d));
   for (let round = 0; ; round++) {
-    const waiting = dirs.filter((d) => !confirmed.has(d));
+    const waiting = pending();
     if (waiting.length === 0) return;
     if (Date.now() > deadline) {
       throw new FsbenchError(
@@ -89,10 +96,16 @@ async function awaitReady(dirs: readonly string[], confirmed: ReadonlySet<string
       );
     }
     for (const d of waiting) writeFileSync(path.join(d, `${MARKER_PREFIX}${round}`), '', { flag: 'wx' });
-    const end = Date.now() + roundMs;
-    while (Date.now() < end && dirs.some((d) => !confirmed.has(d))) {
+    const waitMs = firstWaitMs * 2 ** Math.min(round, 5);
+    let seen = confirmed.size;
+    let quietSince = Date.now();
+    while (Date.now() - quietSince < waitMs && Date.now() < deadline && confirmed.size < dirs.length) {
       checkAborted(signal);
       await sleep(5);
+      if (confirmed.size !== seen) {
+        seen = confirmed.size;
+        quietSince = Date.now();
+      }
     }
   }
 }

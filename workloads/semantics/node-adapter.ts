@@ -86,12 +86,19 @@ export function nodeAdapter(backend: NodeBackend): WatcherAdapter {
       return {
         async stop(): Promise<WatcherExit> {
           child.kill('SIGTERM');
-          const grace = setTimeout(kill, STOP_GRACE_MS);
+          const stopping = { killed: false };
+          const grace = setTimeout(() => {
+            stopping.killed = true;
+            kill();
+          }, STOP_GRACE_MS);
           const exit = await closed;
           clearTimeout(grace);
           signal.removeEventListener('abort', kill);
           if (state.failure !== null || !state.done) {
-            throw new FsbenchError('BACKEND_FAILED', `${backend} failed: ${state.failure ?? `it exited with ${String(exit.signal ?? exit.code)} before closing: ${stderr.trim().slice(-500)}`}`);
+            const how = stopping.killed
+              ? `it did not stop within ${STOP_GRACE_MS / 1000} s of being asked (still busy with its events) and was killed`
+              : `it exited with ${String(exit.signal ?? exit.code)} before closing`;
+            throw new FsbenchError('BACKEND_FAILED', `${backend} failed: ${state.failure ?? `${how}: ${stderr.trim().slice(-500) || 'no message'}`}`);
           }
           return { exit: exit.signal ?? exit.code, stderrTail: [stderr, ...state.errors].join('\n').slice(-4096) };
         },
