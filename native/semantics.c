@@ -1,8 +1,10 @@
 // The semantics workload's raw inotify reader (workloads/semantics/inotify.ts drives it): watches
 // a tree recursively and prints every event as one JSON line, in the vocabulary of
 // contract/workloads/semantics/events.ts, stamped with CLOCK_MONOTONIC when read() returned.
+// `semantics fanotify` is the same for a fanotify filesystem mark (native/semantics-fanotify.h,
+// driven by workloads/semantics/fanotify.ts), with the same lines.
 //
-//   semantics inotify --root DIR [--parent PID]
+//   semantics inotify|fanotify --root DIR [--parent PID]
 //
 // Prints {"ready":true,"watches":N} once every directory has its watch, then one line per event:
 // {"k":KIND,"p":PATH[,"f":FROM],"t":NS[,"s":1]}, and on SIGTERM {"done":true,...} with its counts.
@@ -23,6 +25,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include "output.h"
+#include "semantics-fanotify.h"
 
 #define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW)
 /* 64 KiB: hundreds of events a read(), far above the 272-byte minimum. */
@@ -158,7 +161,7 @@ static void handle(struct reader *r, const struct inotify_event *e, long long t,
 int main(int argc, char **argv) {
   const char *root = NULL;
   long parent = -1;
-  if (argc < 2 || strcmp(argv[1], "inotify") != 0) die(EXIT_USAGE, "USAGE", "usage: semantics inotify --root DIR [--parent PID]");
+  if (argc < 2 || (strcmp(argv[1], "inotify") != 0 && strcmp(argv[1], "fanotify") != 0)) die(EXIT_USAGE, "USAGE", "usage: semantics inotify|fanotify --root DIR [--parent PID]");
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--root")) root = argv[i + 1];
     else if (!strcmp(argv[i], "--parent")) parent = number_arg("--parent", argv[i + 1]);
@@ -166,6 +169,7 @@ int main(int argc, char **argv) {
   }
   if (!root || root[0] != '/') die(EXIT_USAGE, "USAGE", "--root must be an absolute directory");
   follow_parent(parent);
+  if (!strcmp(argv[1], "fanotify")) return semfan_main(root);
   struct reader r = {.root = root};
   r.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (r.ifd < 0) fail_errno("inotify_init1", root, 0);

@@ -7,6 +7,7 @@
  */
 import { USER_BACKEND, type SemanticsBackend } from '../../contract/workloads/semantics/backends.js';
 import { listedWatcher, type ListedWatcher, type WatcherList } from '../../host/watcher-list.js';
+import { fanotifyAdapter } from './fanotify.js';
 import { inotifyAdapter } from './inotify.js';
 import { nodeAdapter } from './node-adapter.js';
 import { PROGRAM_ADAPTERS, userListedAdapter } from './programs/index.js';
@@ -14,6 +15,7 @@ import type { WatcherAdapter } from './watcher.js';
 
 const ADAPTERS: Readonly<Record<Exclude<SemanticsBackend, typeof USER_BACKEND>, WatcherAdapter>> = {
   inotify: inotifyAdapter,
+  fanotify: fanotifyAdapter,
   parcel: nodeAdapter('parcel'),
   chokidar: nodeAdapter('chokidar'),
   fswatch: nodeAdapter('fswatch'),

@@ -8,8 +8,11 @@
  * Pure (no node: imports): the contract and the browser bundle read it.
  */
 
-/** Watchers fsbench runs itself: the native recursive inotify reader, and the Node libraries in a child process. */
-export const IN_PROCESS_BACKENDS = ['inotify', 'parcel', 'chokidar', 'fswatch'] as const;
+/**
+ * Watchers fsbench runs itself: the native recursive inotify reader, the native fanotify reader
+ * (one filesystem mark), and the Node libraries in a child process.
+ */
+export const IN_PROCESS_BACKENDS = ['inotify', 'fanotify', 'parcel', 'chokidar', 'fswatch'] as const;
 
 /**
  * The programs people run, each through its adapter in workloads/semantics/programs/: a name

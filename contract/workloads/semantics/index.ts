@@ -53,7 +53,9 @@ export const semanticsParams = {
     doc:
       'Who watches: `inotify` is fsbench\'s native recursive inotify reader (a watch per directory; for a new directory it ' +
       'adds the watch, then lists the directory and reports what it finds, as a careful recursive watcher does: its ' +
-      '`synthesized` metric counts those); `parcel` is @parcel/watcher subscribed to the root with its inotify backend; `chokidar` is chokidar 5 ' +
+      '`synthesized` metric counts those); `fanotify` is fsbench\'s native fanotify reader (one filesystem mark with ' +
+      '`FAN_REPORT_DFID_NAME_TARGET`, so no directory is ever unwatched; a rename is one event with both paths; needs ' +
+      'CAP_SYS_ADMIN); `parcel` is @parcel/watcher subscribed to the root with its inotify backend; `chokidar` is chokidar 5 ' +
       'with its defaults; `fswatch` is Node\'s `fs.watch(root, {recursive: true})`. The Node libraries run in a child ' +
       'process of their own. The programs people run, each started on the tree and read by fsbench: `inotifywait` ' +
       '(`inotifywait -m -r`, inotify-tools), `fswatch-cli` (the fswatch program), `watchman` (a subscription to a ' +
