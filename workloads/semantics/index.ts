@@ -70,21 +70,24 @@ function semanticsHostNeeds(cell: Cell): readonly HostNeed[] {
   return needs;
 }
 
+/** The first wait for a round of markers; see awaitReady. */
+const READY_FIRST_WAIT_MS = 1500;
+
 function checkAborted(signal: AbortSignal): void {
   if (signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled');
 }
 
 /**
  * Makes markers in each directory not yet confirmed until the watcher has reported one in every
- * directory. A new round of markers comes only after a round's wait passed with no marker
- * reported, and each wait is twice the last (up to 3.2 s): a watcher that hands on its events in
- * batches (fswatch, each second) or drains its queue slowly is not buried under markers it has not
- * read yet, which would delay every operation of the script behind them.
+ * directory. A watcher whose start returned is watching (each adapter waits for that), so the
+ * first round's markers are normally all it needs; a new round comes only after a wait with no
+ * marker reported, 1.5 s at first (longer than fswatch's one-second batches) and twice as long
+ * each time. Marking sooner buries a watcher that reads its queue slowly (fswatch reads one small
+ * buffer a second) under markers, and the script's operations wait behind them.
  */
 async function awaitReady(dirs: readonly string[], confirmed: ReadonlySet<string>, backend: string, signal: AbortSignal): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  // The first wait gives the watcher time to report every marker of a round: 100 ms, more for large trees.
-  const firstWaitMs = Math.max(100, dirs.length * 0.02);
+  const firstWaitMs = Math.max(READY_FIRST_WAIT_MS, dirs.length * 0.02);
   const pending = () => dirs.filter((d) => !confirmed.has(d));
   for (let round = 0; ; round++) {
     const waiting = pending();
