@@ -1,79 +1,12 @@
 /**
- * The `inotify` backend: native/semantics.c, fsbench's own recursive inotify reader, started
- * through host/native.ts and read line by line. Its lines are parsed with schemas, never trusted;
- * each event is stamped by the reader when its read() returned.
+ * The `inotify` backend: native/semantics.c in its inotify mode, fsbench's own recursive inotify
+ * reader (a watch per directory; a new directory is watched, then listed). Any error it reports
+ * is the backend failing.
  */
-import { z } from 'zod';
-import { CHANGE_KINDS } from '../../contract/workloads/semantics/events.js';
-import { FsbenchError, messageOf } from '../../contract/errors.js';
-import { runNative, type NativeExit } from '../../host/native.js';
-import type { RunningWatcher, WatcherAdapter } from './watcher.js';
+import { FsbenchError } from '../../contract/errors.js';
+import { nativeReaderAdapter } from './native-reader.js';
 
-const n = z.number().int().nonnegative();
-const path = z.string().min(1).max(4096);
-
-const ReaderLine = z.union([
-  z.object({ k: z.enum(CHANGE_KINDS), p: path, f: path.optional(), t: n, s: z.literal(1).optional() }).strict(),
-  z.object({ ready: z.literal(true), watches: n }).strict(),
-  z.object({ done: z.literal(true), watches: n, overflows: n, synthesized: n, events: n }).strict(),
-  z.object({ error: z.object({ code: z.string().max(64), message: z.string().max(2048), done: n.optional() }) }),
-]);
-
-/** How long the reader may take to print its last line after SIGTERM. */
-const GRACE_MS = 10_000;
-
-export const inotifyAdapter: WatcherAdapter = {
-  name: 'inotify',
-  reportsOverflow: true,
-  async start(root, onEvent, signal) {
-    const stop = new AbortController();
-    const abort = () => {
-      stop.abort();
-    };
-    signal.addEventListener('abort', abort, { once: true });
-    const counts = { synthesized: 0, done: false };
-    // An object: its field is written by callbacks, so it is not narrowed across awaits.
-    const failed: { error: string | null } = { error: null };
-    let markReady: () => void = () => undefined;
-    const ready = new Promise<void>((resolve) => {
-      markReady = resolve;
-    });
-    const exit: Promise<NativeExit> = runNative('semantics', ['inotify', '--root', root, '--parent', String(process.pid)], {
-      signal: stop.signal,
-      graceMs: GRACE_MS,
-      onMessage: (m) => {
-        const line = ReaderLine.safeParse(m);
-        if (!line.success) throw new FsbenchError('PROBE_OUTPUT_INVALID', `the inotify reader printed an unexpected line: ${line.error.message.slice(0, 300)}`);
-        const l = line.data;
-        if ('k' in l) onEvent({ kind: l.k, path: l.p, ...(l.f === undefined ? {} : { from: l.f }), atNs: BigInt(l.t) });
-        else if ('ready' in l) markReady();
-        else if ('done' in l) Object.assign(counts, { synthesized: l.synthesized, done: true });
-        else failed.error = `${l.error.code}: ${l.error.message}`;
-        return undefined;
-      },
-    });
-    const ended = exit.then(
-      (e) => e,
-      (err: unknown) => {
-        failed.error ??= messageOf(err);
-        return null;
-      },
-    );
-    const first = await Promise.race([ready.then(() => 'ready' as const), ended.then(() => 'ended' as const)]);
-    if (first === 'ended') {
-      signal.removeEventListener('abort', abort);
-      if (signal.aborted) throw new FsbenchError('CANCELLED', 'the run was cancelled while the inotify reader started');
-      throw new FsbenchError('BACKEND_FAILED', `the inotify reader stopped before it watched ${root}: ${failed.error ?? 'no message'}`);
-    }
-    const running: RunningWatcher = {
-      async stop() {
-        stop.abort();
-        const e = await ended;
-        signal.removeEventListener('abort', abort);
-        if (failed.error !== null || !counts.done) throw new FsbenchError('BACKEND_FAILED', `the inotify reader failed: ${failed.error ?? `it exited with ${String(e?.signal ?? e?.code)} without its counts`}`);
-        return { exit: e?.signal ?? e?.code ?? null, stderrTail: e?.stderr.slice(-4096) ?? '', synthesized: counts.synthesized };
-      },
-    };
-    return running;
-  },
-};
+export const inotifyAdapter = nativeReaderAdapter({
+  mode: 'inotify',
+  errorOf: (root, code, message) => new FsbenchError('BACKEND_FAILED', `the inotify reader failed on ${root}: ${code}: ${message}`),
+});
