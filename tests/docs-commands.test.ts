@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readRuns, semanticsTables } from '../bench/semantics-table.js';
 import { freshCli } from './helpers/local.js';
 
 const ROOT = path.join(import.meta.dirname, '..');
@@ -163,7 +164,7 @@ describe('the commands in README and docs', () => {
   }, 180_000);
 
   it('give every study its reproduce block, reading every file of docs/data', () => {
-    const studies = ['docs/seed-000-inotify.md', 'docs/seed-001-metadata.md', 'docs/fanotify-vs-inotify.md', 'docs/watches.md'];
+    const studies = ['docs/seed-000-inotify.md', 'docs/seed-001-metadata.md', 'docs/fanotify-vs-inotify.md', 'docs/watches.md', 'docs/what-watchers-report.md'];
     expect(studies.filter((f) => !DATA_BLOCKS.some((b) => b.file === f))).toEqual([]);
     const data = readdirSync(path.join(ROOT, 'docs', 'data'));
     expect(data.length).toBeGreaterThan(0);
@@ -251,6 +252,16 @@ describe('the commands in README and docs', () => {
       expect(read(doc), doc).toMatch(/41%/);
     }
   }, 60_000);
+
+  it('quote the tables of what each watcher reports as the committed data gives them', () => {
+    const page = read('docs/what-watchers-report.md');
+    for (const study of ['semantics-gentle', 'semantics-storm']) {
+      const tables = semanticsTables(readRuns(path.join(ROOT, 'docs', 'data', `${study}.jsonl.gz`)), study);
+      // Eight backends by fifteen kinds, each row a backend's measured recall or what stopped it.
+      expect(tables.split('\n').filter((l) => /^\| `[\w-]+` \| (?:\d+%|failed)/.test(l)).length, study).toBeGreaterThanOrEqual(8 * 2);
+      expect(page, study).toContain(tables);
+    }
+  });
 
   it('show the summary `fsbench run` and `fsbench report` print today', async () => {
     const printed = (await watchersReport()).split('\n');
