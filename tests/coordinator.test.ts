@@ -205,7 +205,13 @@ describe('running matrices on agents', () => {
     await agent(c.prefix, 'host-a', 'alpha2');
     await agent(c.prefix, 'host-b', 'beta', ['ext4']);
     const client = new CoordinatorClient(c.url);
-    const listed = (await client.json('GET', '/v1/agents')) as { hosts: number; agents: Record<string, unknown>[] };
+    // An agent is listed from its first heartbeat, which may come after its start returned.
+    type Listed = { hosts: number; agents: Record<string, unknown>[] };
+    let listed = (await client.json('GET', '/v1/agents')) as Listed;
+    for (const end = Date.now() + 10_000; listed.agents.length < 3 && Date.now() < end; ) {
+      await new Promise((r) => setTimeout(r, 50));
+      listed = (await client.json('GET', '/v1/agents')) as Listed;
+    }
     expect(listed.hosts).toBe(2);
     expect(listed.agents).toHaveLength(3);
     expect(listed.agents[0]).toMatchObject({ hostId: 'host-a', labels: ['xfs', 'big'], currentRun: null, fingerprint: { machine: 'alpha' } });

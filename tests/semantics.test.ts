@@ -91,15 +91,15 @@ describe('fsbench run, on tmpfs at a gentle pace', () => {
   let runs: RunResult[] = [];
   const of = (backend: string) => runs.find((r) => r.params['backend'] === backend);
 
-  it('runs a matrix over inotify, chokidar and @parcel/watcher, and leaves no mount, file or process behind', async () => {
+  it('runs a matrix over inotify, inotifywait, chokidar and @parcel/watcher, and leaves no mount, file or process behind', async () => {
     await freshCli();
     const matrix = path.join(files.dir, 'matrix.json');
-    const params = { backend: ['inotify', 'chokidar', 'parcel'], perKind, pace: 100, settle: '1s', target: 'tmpfs', seed: 3 };
+    const params = { backend: ['inotify', 'inotifywait', 'chokidar', 'parcel'], perKind, pace: 100, settle: '1s', target: 'tmpfs', seed: 3 };
     writeFileSync(matrix, JSON.stringify({ name: 'semantics-test', workload: 'semantics', warmup: 0, repetitions: 1, params }));
     const r = await runCli(['run', matrix, '-o', out, '--scratch', scratch, '--no-progress']);
     expect(r.code, r.stderr).toBe(0);
     runs = runsIn(out);
-    expect(runs.map((x) => x.params['backend']).sort()).toEqual(['chokidar', 'inotify', 'parcel']);
+    expect(runs.map((x) => x.params['backend']).sort()).toEqual(['chokidar', 'inotify', 'inotifywait', 'parcel']);
     expect(mountsUnder(scratch)).toEqual([]);
     expect(leftovers(scratch)).toEqual([]);
     expect(processesNaming(scratch)).toEqual([]);
@@ -115,6 +115,12 @@ describe('fsbench run, on tmpfs at a gentle pace', () => {
     expect(m['wrongKind']).toBe(0);
     for (const kind of OPERATION_KINDS) expect(m[perKindMetric('recall', kind)], kind).toBe(1);
     expect(missedOf(of('inotify'))).toEqual([]);
+  });
+
+  it('inotifywait reports each file\'s creation, change and rename with its own kind (a rename\'s halves unpaired, the new name a rename)', () => {
+    const m = metricsOf(of('inotifywait'));
+    for (const kind of ['create', 'modify', 'delete', 'rename-within', 'rename-across'] as const) expect(m[perKindMetric('recall', kind)], kind).toBe(1);
+    expect(m['wrongKind']).toBe(0);
   });
 
   it('chokidar and @parcel/watcher report each rename as a deletion and a creation, never as a rename', () => {
@@ -146,8 +152,7 @@ describe('fsbench run, on tmpfs at a gentle pace', () => {
 
 describe('what a run leaves behind', () => {
   it('a cancelled run stops its watcher and removes its tree, for the native reader and a Node child alike', async () => {
-    const backends = ['inotify', 'chokidar'];
-    expect(backends).toHaveLength(2);
+    const backends = ['inotify', 'inotifywait', 'chokidar', 'parcel'];
     for (const backend of backends) {
       const scratch = path.join(files.dir, `cancel-${backend}`);
       mkdirSync(scratch);
@@ -198,6 +203,18 @@ describe('what a run leaves behind', () => {
     expect(leftovers(scratch)).toEqual([]);
   }, 60_000);
 
+  it('a fanotify cell of the same tree is not held to that cap: its one filesystem mark is no inotify watch', async () => {
+    const scratch = path.join(files.dir, 'fanotify-deep');
+    const matrix = path.join(files.dir, 'deep-fanotify.json');
+    writeFileSync(matrix, JSON.stringify({ name: 'deep', workload: 'semantics', warmup: 0, repetitions: 1, params: { backend: 'fanotify', kinds: 'mkdir-p', perKind: 100 } }));
+    const out = path.join(files.dir, 'fanotify-deep.jsonl');
+    const r = await exited(spawnCli(['run', matrix, '-o', out, '--scratch', scratch, '--no-progress', '--max-watches', '100']));
+    expect(r.code).toBe(0);
+    const [run] = runsIn(out);
+    expect(run?.state).toBe('ok');
+    if (run?.state === 'ok') expect(run.metrics[perKindMetric('recall', 'mkdir-p')]).toBe(1);
+  }, 60_000);
+
   it('a cell without kinds is skipped, not failed', async () => {
     const r = await runOnce(cellOf({ kinds: 'none' }), path.join(files.dir, 'skip'));
     expect(r.state).toBe('skipped');
@@ -212,7 +229,7 @@ describe('through the coordinator, with a real agent', () => {
     const coordinator = await cluster.coordinator();
     await cluster.agent(coordinator.prefix, 'semantics-host', 'semantics-machine');
     const client = new CoordinatorClient(coordinator.url);
-    const matrix = { name: 'semantics-agent', workload: 'semantics', repetitions: 1, warmup: 0, params: { backend: ['inotify', 'chokidar'], perKind: 3 } };
+    const matrix = { name: 'semantics-agent', workload: 'semantics', repetitions: 1, warmup: 0, params: { backend: ['inotify', 'inotifywait', 'chokidar', 'parcel'], perKind: 3 } };
     const { id } = z.object({ id: z.string() }).parse(await client.json('POST', '/v1/matrices', matrix));
     for (const end = Date.now() + 120_000; ; ) {
       const m = z.object({ state: z.string() }).loose().parse(await client.json('GET', `/v1/matrices/${id}`));
@@ -222,7 +239,7 @@ describe('through the coordinator, with a real agent', () => {
     }
     const Stored = z.object({ state: z.literal('ok'), machine: z.string(), params: z.record(z.string(), z.unknown()), metrics: z.record(z.string(), z.number().nullable()) }).loose();
     const results = z.object({ runs: z.array(Stored) }).loose().parse(await client.json('GET', `/v1/matrices/${id}/results`));
-    expect(results.runs.map((r) => r.params['backend']).sort()).toEqual(['chokidar', 'inotify']);
+    expect(results.runs.map((r) => r.params['backend']).sort()).toEqual(['chokidar', 'inotify', 'inotifywait', 'parcel']);
     for (const run of results.runs) {
       expect(run.machine).toBe('semantics-machine');
       expect(run.metrics['operations']).toBe(OPERATION_KINDS.length * 3);
@@ -231,6 +248,8 @@ describe('through the coordinator, with a real agent', () => {
     expect(inotify?.metrics['recall']).toBe(1);
     expect(inotify?.metrics['recall_rename_across']).toBe(1);
     expect(results.runs.find((r) => r.params['backend'] === 'chokidar')?.metrics['recall_rename_across']).toBe(0);
+    expect(results.runs.find((r) => r.params['backend'] === 'inotifywait')?.metrics['recall_rename_across']).toBe(1);
+    expect(results.runs.find((r) => r.params['backend'] === 'parcel')?.metrics['recall_create']).toBe(1);
   }, 180_000);
 });
 
@@ -253,11 +272,10 @@ describe('in a sandbox container', () => {
     scratch.remove();
   });
 
-  it('matches every operation on the container\'s own storage, with the native reader and a Node library', async () => {
+  it('matches every operation on the container\'s own storage, with the native reader, inotifywait from the image and the Node libraries', async () => {
     const fingerprint = await collectFingerprint();
     const ctx = { scratchDir: scratch.dir, journal, signal: new AbortController().signal, log: () => undefined, sandbox };
-    const backends = ['inotify', 'chokidar'];
-    expect(backends).toHaveLength(2);
+    const backends = ['inotify', 'inotifywait', 'chokidar', 'parcel'];
     for (const backend of backends) {
       const cell = cellOf({ backend, perKind: 2, target: 'scratch', 'container.storage': 'overlay' });
       const r = ok(await runCell({ matrix: 't', cell, repetition: 0, fingerprint }, ctx));

@@ -52,12 +52,18 @@ function semanticsHostNeeds(cell: Cell): readonly HostNeed[] {
   const p = parseSemanticsParams(cell);
   const { entries, dirs } = treeSize(p);
   const needs: HostNeed[] = [
-    {
-      kind: 'limit',
-      cap: 'maxWatches',
-      value: dirs,
-      refusal: (cap) => `the script makes up to ${dirs} directories, each an inotify watch, above the ${cap} this host allows (FSBENCH_MAX_WATCHES): lower perKind, or raise the cap on the host`,
-    },
+    // Every watcher but fanotify (one filesystem mark) holds an inotify watch per directory.
+    ...(p.backend === 'fanotify'
+      ? []
+      : [
+          {
+            kind: 'limit',
+            cap: 'maxWatches',
+            value: dirs,
+            refusal: (cap: number) =>
+              `the script makes up to ${dirs} directories, each an inotify watch, above the ${cap} this host allows (FSBENCH_MAX_WATCHES): lower perKind, or raise the cap on the host`,
+          } as const,
+        ]),
     {
       kind: 'memory',
       bytes: memoryBytes(p),
