@@ -1,32 +1,21 @@
 /**
  * The tables of docs/what-watchers-report.md, made from the committed runs of the semantics study
- * (docs/data/semantics-gentle.jsonl.gz and semantics-storm.jsonl.gz), so the page quotes the data
- * and tests/docs-commands.test.ts can check that it still does:
+ * (docs/data/semantics-gentle.jsonl.gz and semantics-storm.jsonl.gz, unpacked), so the page quotes
+ * the data and tests/docs-commands.test.ts can check that it still does:
  *
- *   node dist/bench/semantics-table.js docs/data/semantics-gentle.jsonl.gz docs/data/semantics-storm.jsonl.gz
+ *   node dist/bench/semantics-table.js semantics-gentle.jsonl semantics-storm.jsonl
  *
  * Every figure is the median over a cell's runs, as `fsbench report` gives it; a cell whose runs
  * all failed shows what stopped it.
  */
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { gunzipSync } from 'node:zlib';
-import { RunResult } from '../contract/result.js';
+import type { RunResult } from '../contract/result.js';
 import { SEMANTICS_BACKENDS } from '../contract/workloads/semantics/backends.js';
 import { OPERATION_KINDS, perKindMetric } from '../contract/workloads/semantics/index.js';
 import { buildReport } from '../report/build.js';
 import type { CellReport, Report } from '../report/model.js';
-
-/** The runs of a `.jsonl` or `.jsonl.gz` file, each checked against the run result's schema. */
-export function readRuns(file: string): RunResult[] {
-  const raw = readFileSync(file);
-  const text = (file.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8');
-  return text
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => RunResult.parse(JSON.parse(l)));
-}
+import { readRunsFile } from '../report/runs-file.js';
 
 const TARGET_NAMES: Readonly<Record<string, string>> = { tmpfs: 'tmpfs', scratch: 'XFS' };
 
@@ -111,8 +100,8 @@ export function semanticsTables(runs: readonly RunResult[], title: string): stri
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const files = process.argv.slice(2);
   if (files.length === 0) {
-    process.stderr.write('usage: node dist/bench/semantics-table.js <runs.jsonl[.gz]>...\n');
+    process.stderr.write('usage: node dist/bench/semantics-table.js <runs.jsonl>...\n');
     process.exit(64);
   }
-  for (const file of files) process.stdout.write(`${semanticsTables(readRuns(file), path.basename(file).replace(/\.jsonl(\.gz)?$/, ''))}\n\n`);
+  for (const file of files) process.stdout.write(`${semanticsTables(await readRunsFile(file), path.basename(file, '.jsonl'))}\n\n`);
 }

@@ -94,9 +94,8 @@ function checkAborted(signal: AbortSignal): void {
 async function awaitReady(dirs: readonly string[], confirmed: ReadonlySet<string>, backend: string, signal: AbortSignal): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   const firstWaitMs = Math.max(READY_FIRST_WAIT_MS, dirs.length * 0.02);
-  const pending = () => dirs.filter((d) => !confirmed.has(d));
   for (let round = 0; ; round++) {
-    const waiting = pending();
+    const waiting = dirs.filter((d) => !confirmed.has(d));
     if (waiting.length === 0) return;
     if (Date.now() > deadline) {
       throw new FsbenchError(
