@@ -7,7 +7,7 @@ import { FsbenchError } from '../contract/errors.js';
 import { readBootId } from '../host/kernel.js';
 import { isContainerId, readMachineName } from '../host/machine-name.js';
 import type { HealthLog } from '../queue/redis-health.js';
-import type { AgentSettings } from './agent.js';
+import type { AgentSettings } from './contract.js';
 
 export async function kernelBootId(): Promise<string> {
   const id = await readBootId();

@@ -15,6 +15,16 @@
  * own); all of an agent's connections falling silent was not, and is what the watchdog ends.
  */
 
+/**
+ * No run taken for this long while some wait and the agent is idle, and the watchdog recreates
+ * the workers: twice the stall timeout (within which BullMQ itself notices a job whose worker
+ * died), at least 10 s (a healthy idle worker takes a waiting job within milliseconds; BullMQ's
+ * blocking read returns at least every 5 s, its drain delay).
+ */
+export function watchdogBound(stallTimeoutMs: number): number {
+  return Math.max(10_000, 2 * stallTimeoutMs);
+}
+
 export interface WatchdogOptions {
   /** No run taken for this long while some wait, the agent idle: recreate. */
   readonly boundMs: number;

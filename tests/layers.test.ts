@@ -2,9 +2,10 @@
  * The layer rules are real: files that close an import cycle, or that import a higher layer,
  * fail the project's own lint (eslint.config.js), the lint `npm test` runs before the tests. So
  * do the coordinator's rooms' rules: a module outside a room that imports anything of it but its
- * face (index.ts), a room that imports a room above it, and SQL outside the store.
+ * face (index.ts), a room that imports a room above it, and SQL outside the store. And the
+ * modules stay a size one reads at a sitting.
  */
-import { rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -45,4 +46,21 @@ describe('layers', () => {
       for (const f of files) rmSync(f, { force: true });
     }
   }, 120_000);
+});
+
+describe('module sizes', () => {
+  /** Lines of `file` (relative to the checkout). */
+  const linesOf = (file: string) => readFileSync(path.join(PACKAGE_ROOT, file), 'utf8').split('\n').length - 1;
+
+  it('keeps every TypeScript file of coordinator/, settings/, agent/, queue/ and host/ within 450 lines, and native/probe.c under 1,000', () => {
+    const files = ['coordinator', 'settings', 'agent', 'queue', 'host'].flatMap((dir) =>
+      readdirSync(path.join(PACKAGE_ROOT, dir), { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts') && !f.startsWith('zz-lint-probe'))
+        .map((f) => path.join(dir, f)),
+    );
+    // The folders hold some 100 modules: an empty list would prove nothing.
+    expect(files.length).toBeGreaterThan(50);
+    expect(files.filter((f) => linesOf(f) > 450).map((f) => `${f}: ${linesOf(f)} lines`)).toEqual([]);
+    expect(linesOf('native/probe.c')).toBeLessThan(1000);
+  });
 });

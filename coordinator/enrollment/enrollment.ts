@@ -11,19 +11,17 @@
  * costs one HMAC and no query.
  */
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import path from 'node:path';
-import { z } from 'zod';
 import { FsbenchError } from '../../contract/errors.js';
 import type { Log } from '../../log/index.js';
-import {
-  Announcement, AnnouncementEntry, parseJson, reportMacKey, rotationStatement, type AgentKeyView, type Approval, type AuditEntryView, type ReportKeyEntry,
-} from '../../queue/enrollment.js';
+import { reportMacKey, rotationStatement, type AgentKeyView, type Approval, type AuditEntryView, type ReportKeyEntry } from '../../queue/enrollment.js';
 import { agentApprovalsKey, agentKeysKey, reportKeyKey } from '../../queue/keys.js';
 import type { RedisConnection } from '../../queue/redis.js';
-import { keyFingerprint, loadOrCreatePrivateKey, verifyText, type JobSigner } from '../../queue/signing.js';
+import { verifyText, type JobSigner } from '../../queue/signing.js';
 import type { AgentKeyRow, AnnouncedKey, ApprovalRecord, AuditAction, EnrolledVia, Store, TokenBinding } from '../store/index.js';
+import { verifiedAnnouncement } from './announcements.js';
 import { approvalText, judgeForeign, newApproval, renewalDue } from './approvals.js';
 import { mintTokens, refreshTokenCopy, UNBOUND, useToken } from './tokens.js';
+import { Labels, viewOf } from './views.js';
 
 /** Pending keys kept at most: announcements are free to write, the table must not grow with them. */
 const MAX_PENDING = 10_000;
@@ -48,9 +46,6 @@ interface HeldKey extends EnrolledKey {
   readonly approvalText: string;
 }
 
-/** The coordinator's X25519 report key, in its data directory beside the job key (mode 0600). */
-export const REPORT_KEY_FILE = 'report-key.pem';
-
 export interface EnrollmentDeps {
   readonly store: Store;
   readonly redis: RedisConnection;
@@ -59,11 +54,9 @@ export interface EnrollmentDeps {
   readonly log: Log;
   /** FSBENCH_ENROLL_TOKEN_COPY: a file kept holding one unused token, for this machine's agents. */
   readonly tokenCopy?: string | undefined;
-  /** The coordinator's X25519 report key (REPORT_KEY_FILE). */
+  /** The coordinator's X25519 report key (views.ts REPORT_KEY_FILE). */
   readonly reportKey: KeyObject;
 }
-
-const Labels = z.array(z.string());
 
 export class Enrollment {
   private readonly byKey = new Map<string, HeldKey>();
@@ -200,7 +193,7 @@ export class Enrollment {
       if (++looked > NEW_PER_SYNC) break;
       if (this.seen.size >= 2 * MAX_PENDING) this.seen.clear();
       this.seen.set(key, raw);
-      const a = this.verifiedAnnouncement(key, raw);
+      const a = verifiedAnnouncement(key, raw);
       if (!a || this.byKey.has(key) || this.revoked.has(key)) continue;
       const announcedKey: AnnouncedKey = { key, publicKey: a.publicKey, reportKey: a.reportKey, hostId: a.hostId, machine: a.machine, labels: a.labels };
       if (a.rotatedFrom) {
@@ -298,27 +291,6 @@ export class Enrollment {
     this.deps.store.agentKeys.setApproval(k.key, newApproval());
     const renewed = this.deps.store.agentKeys.row(k.key);
     if (renewed) this.remember(renewed);
-  }
-
-  /** An announcement signed by the key it names, or null (logged nowhere: anyone can write junk there). */
-  private verifiedAnnouncement(key: string, raw: string): Announcement | null {
-    const entry = parseJson(AnnouncementEntry, raw);
-    if (!entry) return null;
-    const body = parseJson(Announcement, entry.body);
-    if (!body) return null;
-    let publicKey: KeyObject;
-    try {
-      publicKey = createPublicKey(body.publicKey);
-    } catch {
-      return null;
-    }
-    if (publicKey.asymmetricKeyType !== 'ed25519' || keyFingerprint(publicKey) !== key) return null;
-    try {
-      if (createPublicKey(body.reportKey).asymmetricKeyType !== 'x25519') return null;
-    } catch {
-      return null;
-    }
-    return verifyText(publicKey, 'announcement', entry.body, entry.signature) ? body : null;
   }
 
   /** Enrolls a key, audits and logs it; undefined when it was revoked (it stays so). */
@@ -465,24 +437,4 @@ export class Enrollment {
   mintTokens(count: number, ttlMs: number, binding: TokenBinding = UNBOUND): { tokens: string[]; expiresAt: string } {
     return mintTokens(this.deps.store, count, ttlMs, binding);
   }
-}
-
-function viewOf(r: AgentKeyRow): AgentKeyView {
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-  return {
-    key: r.key,
-    hostId: r.host_id,
-    machine: r.machine,
-    labels: Labels.parse(JSON.parse(r.labels)),
-    state: r.state,
-    via: r.via,
-    firstSeen: new Date(r.first_seen).toISOString(),
-    enrolledAt: iso(r.enrolled_at),
-    revokedAt: iso(r.revoked_at),
-  };
-}
-
-/** The coordinator's report key from its data directory, made on first start. */
-export function loadOrCreateReportKey(dataDir: string): Promise<KeyObject> {
-  return loadOrCreatePrivateKey(path.join(dataDir, REPORT_KEY_FILE), 'x25519', 'report key (agents then agree new report secrets at their next start)');
 }
