@@ -235,14 +235,15 @@ export async function startAgent(s: AgentSettings, log: HealthLog): Promise<Runn
     pollMs: Math.max(100, Math.min(1_000, s.heartbeat)),
   });
   const processJob = async (job: Job<unknown, unknown>, token?: string): Promise<SignedRunReport> => {
-    // Revoked since the last look: the job goes back unrun, no attempt counted, for an enrolled host.
-    if (!(await approval.checkNow())) {
-      await job.moveToDelayed(Date.now() + Math.max(250, s.heartbeat), token);
-      throw new DelayedError();
-    }
+    // In hand from here: while its approval is looked at, too, the watchdog must not take this agent for idle.
     inHand++;
     lastActivity = Date.now();
     try {
+      // Revoked since the last look: the job goes back unrun, no attempt counted, for an enrolled host.
+      if (!(await approval.checkNow())) {
+        await job.moveToDelayed(Date.now() + Math.max(250, s.heartbeat), token);
+        throw new DelayedError();
+      }
       return await exec.process(job);
     } finally {
       inHand--;

@@ -16,7 +16,7 @@
  */
 
 /**
- * No run taken for this long while some wait and the agent is idle, and the watchdog recreates
+ * Runs seen waiting for this long, none taken as long, and the agent idle: the watchdog recreates
  * the workers: twice the stall timeout (within which BullMQ itself notices a job whose worker
  * died), at least 10 s (a healthy idle worker takes a waiting job within milliseconds; BullMQ's
  * blocking read returns at least every 5 s, its drain delay).
@@ -26,7 +26,7 @@ export function watchdogBound(stallTimeoutMs: number): number {
 }
 
 export interface WatchdogOptions {
-  /** No run taken for this long while some wait, the agent idle: recreate. */
+  /** No run taken for this long, and runs seen waiting for as long, the agent idle: recreate. */
   readonly boundMs: number;
   readonly intervalMs: number;
   /** Runs waiting (not started) on this agent's queues. */
@@ -53,6 +53,8 @@ export class Watchdog {
   private checking = false;
   /** A restart counts as activity: the next is at least boundMs later. */
   private restartedAt = 0;
+  /** When this idle agent first saw runs waiting, seen at every look since. */
+  private waitingSince: number | undefined;
 
   constructor(private readonly o: WatchdogOptions) {}
 
@@ -77,16 +79,30 @@ export class Watchdog {
   private async check(): Promise<void> {
     const since = Math.max(this.o.lastActivity(), this.restartedAt);
     if (!this.o.reachable()) {
+      this.waitingSince = undefined;
       if (this.o.silentFor() >= this.o.boundMs && Date.now() - this.restartedAt >= this.o.boundMs) {
         this.restartedAt = Date.now();
         await this.o.restart(-1, this.o.silentFor());
       }
       return;
     }
-    if (!this.o.idle() || Date.now() - since < this.o.boundMs) return;
+    if (!this.o.idle() || Date.now() - since < this.o.boundMs) {
+      this.waitingSince = undefined;
+      return;
+    }
+    const looked = Date.now();
     const waiting = await this.o.waiting();
     // Looked at again after the await: a job may have been taken meanwhile.
-    if (waiting === 0 || !this.o.idle() || this.o.lastActivity() > since) return;
+    if (waiting === 0 || !this.o.idle() || this.o.lastActivity() > since) {
+      this.waitingSince = undefined;
+      return;
+    }
+    // Runs queued just now to an agent idle for long are not late: they must have waited the
+    // bound untaken. A worker that wakes after its process was starved or stopped finds the runs
+    // and this check at once, and recreating it then would drop the run it is taking.
+    this.waitingSince ??= looked;
+    if (Date.now() - this.waitingSince < this.o.boundMs) return;
+    this.waitingSince = undefined;
     this.restartedAt = Date.now();
     await this.o.restart(waiting, Date.now() - since);
   }

@@ -206,6 +206,38 @@ describe("an agent's watchdog on progress", () => {
     expect(metrics).toMatch(/^fsbench_agent_worker_restarts [1-9]\d*$/m);
   }, 90_000);
 
+  it('stays quiet when an agent idle past its bound takes runs late: frozen while they were queued, it takes them on waking, its workers kept', async () => {
+    const relay = await relayTo();
+    const s = await stack('late', relay);
+    await matrixTime(s.client, 'before', 3);
+    // Idle past the bound (10 s), as an agent between two matrices is.
+    await sleep(11_000);
+    const { pid } = s.agent.child;
+    if (pid === undefined) throw new Error('the agent has no pid');
+    // Stopped, as a starved or suspended process is, past a check interval (1 s) with runs waiting:
+    // on waking its watchdog's check and its workers' wake-up come at once.
+    process.kill(pid, 'SIGSTOP');
+    const t = Date.now();
+    let id: string;
+    try {
+      ({ id } = (await s.client.json('POST', '/v1/matrices', { name: 'late', workload: 'noop', repetitions: 1, warmup: 0, params: { value: [1, 2, 3] } })) as { id: string });
+      await sleep(2_500);
+      const waiting = await s.admin.keys('*:wait');
+      // The runs did wait, on the host's queue, while the agent was stopped.
+      expect(await Promise.all(waiting.map((k) => s.admin.llen(k)))).toContain(3);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    let m: { state: string; progress: { stored: number } } | undefined;
+    while (m?.state !== 'done' && Date.now() - t < 30_000) {
+      m = (await s.client.json('GET', `/v1/matrices/${id}`)) as typeof m;
+      await sleep(100);
+    }
+    console.log(`runs queued to a stopped agent idle past its bound: stored ${Date.now() - t} ms after, 2.5 s of it stopped; watchdog restarts: ${restarts(s.agent).length}`);
+    expect(m?.progress.stored).toBe(3);
+    expect(restarts(s.agent)).toEqual([]);
+  }, 90_000);
+
   it('stays quiet where BullMQ recovers by itself: CLIENT KILL of the blocking connections, Redis frozen longer than the drain delay', async () => {
     const relay = await relayTo();
     const s = await stack('quiet', relay);
