@@ -8,7 +8,8 @@
  * own redis-server on a free port, its own coordinator and agents running `noop`, its own
  * temporary directories) and changes nothing host-wide runs in the beside lane, one at a time
  * too, next to the host lane. The files that measure and judge the machine's quiet (a gate that
- * must pass the same code, the interference notes of a quiet run) run alone, after both.
+ * must pass the same code, the interference notes of a quiet run), and the scale test's load, run
+ * alone, after both.
  *
  * A file not listed here is in the host lane: the safe default. tests/lanes.test.ts checks that
  * the beside lane's files show none of the signs of host-wide state.
@@ -47,15 +48,17 @@ export const BESIDE: readonly string[] = [
   'report-cache',
   'revocation',
   'rotation',
-  'scale',
   'token-binding',
   'token-secrets',
   'watchdog',
   'watcher-list',
 ];
 
-/** Files that need the machine to themselves: what they judge is the machine's quiet. */
-export const ALONE: readonly string[] = ['ci-example', 'gate', 'interference'];
+/**
+ * Files that need the machine to themselves: what they judge is the machine's quiet; and the one
+ * whose 1,000 agents load both cores so that the bounds of files beside it would not hold.
+ */
+export const ALONE: readonly string[] = ['ci-example', 'gate', 'interference', 'scale'];
 
 /** The lane of a test file, by its name without `.test.ts`. */
 export function laneOf(name: string): Lane {
