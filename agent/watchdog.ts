@@ -53,8 +53,8 @@ export class Watchdog {
   private checking = false;
   /** A restart counts as activity: the next is at least boundMs later. */
   private restartedAt = 0;
-  /** When this idle agent first saw runs waiting, seen at every look since. */
-  private waitingSince: number | undefined;
+  /** When this idle agent first saw runs waiting (`at`), seen at every look since, none taken since `since`. */
+  private seenWaiting: { readonly since: number; readonly at: number } | undefined;
 
   constructor(private readonly o: WatchdogOptions) {}
 
@@ -79,31 +79,51 @@ export class Watchdog {
   private async check(): Promise<void> {
     const since = Math.max(this.o.lastActivity(), this.restartedAt);
     if (!this.o.reachable()) {
-      this.waitingSince = undefined;
+      this.seenWaiting = undefined;
       if (this.o.silentFor() >= this.o.boundMs && Date.now() - this.restartedAt >= this.o.boundMs) {
         this.restartedAt = Date.now();
         await this.o.restart(-1, this.o.silentFor());
       }
       return;
     }
-    if (!this.o.idle() || Date.now() - since < this.o.boundMs) {
-      this.waitingSince = undefined;
+    if (!this.o.idle()) {
+      this.seenWaiting = undefined;
       return;
     }
     const looked = Date.now();
-    const waiting = await this.o.waiting();
+    // Not answered within the interval: connections silent while Redis still counts as reachable.
+    // The next looks go on meanwhile, and find it unreachable once RedisHealth does (above).
+    const waiting = await within(this.o.waiting(), this.o.intervalMs);
+    if (waiting === undefined) return;
     // Looked at again after the await: a job may have been taken meanwhile.
     if (waiting === 0 || !this.o.idle() || this.o.lastActivity() > since) {
-      this.waitingSince = undefined;
+      this.seenWaiting = undefined;
       return;
     }
     // Runs queued just now to an agent idle for long are not late: they must have waited the
     // bound untaken. A worker that wakes after its process was starved or stopped finds the runs
     // and this check at once, and recreating it then would drop the run it is taking.
-    this.waitingSince ??= looked;
-    if (Date.now() - this.waitingSince < this.o.boundMs) return;
-    this.waitingSince = undefined;
+    if (this.seenWaiting?.since !== since) this.seenWaiting = { since, at: looked };
+    if (Date.now() - this.seenWaiting.at < this.o.boundMs || Date.now() - since < this.o.boundMs) return;
+    this.seenWaiting = undefined;
     this.restartedAt = Date.now();
     await this.o.restart(waiting, Date.now() - since);
+  }
+}
+
+/** What `p` resolves to, or undefined when it has not within `ms` (a rejection after that is dropped). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => {
+          resolve(undefined);
+        }, ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
