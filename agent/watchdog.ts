@@ -14,6 +14,7 @@
  * whose packets vanish were all recovered by BullMQ itself (its blocking read has a timer of its
  * own); all of an agent's connections falling silent was not, and is what the watchdog ends.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * Runs seen waiting for this long, none taken as long, and the agent idle: the watchdog recreates
@@ -93,7 +94,7 @@ export class Watchdog {
     const looked = Date.now();
     // Not answered within the interval: connections silent while Redis still counts as reachable.
     // The next looks go on meanwhile, and find it unreachable once RedisHealth does (above).
-    const waiting = await within(this.o.waiting(), this.o.intervalMs);
+    const waiting = await Promise.race([this.o.waiting(), sleep(this.o.intervalMs, undefined, { ref: false })]);
     if (waiting === undefined) return;
     // Looked at again after the await: a job may have been taken meanwhile.
     if (waiting === 0 || !this.o.idle() || this.o.lastActivity() > since) {
@@ -108,22 +109,5 @@ export class Watchdog {
     this.seenWaiting = undefined;
     this.restartedAt = Date.now();
     await this.o.restart(waiting, Date.now() - since);
-  }
-}
-
-/** What `p` resolves to, or undefined when it has not within `ms` (a rejection after that is dropped). */
-async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => {
-          resolve(undefined);
-        }, ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
   }
 }
