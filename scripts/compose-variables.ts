@@ -26,6 +26,7 @@ export const COMPOSE_VARIABLES: Readonly<Record<string, string>> = {
   FSBENCH_HOSTNAME_FILE: "the host's file that names this machine, mounted read-only into the agents, so their name outlives their containers",
   FSBENCH_LABELS: "labels of this machine's agents, comma-separated (placement by labels)",
   FSBENCH_HOST_ID: 'tests and simulations only: agents with different host ids on one kernel measure at once',
+  FSBENCH_STALL_TIMEOUT: "the agents' FSBENCH_STALL_TIMEOUT (a duration): how long a dead agent's run stays claimed before another agent retries it; when empty, the agent's default",
   FSBENCH_AGENT_MEMORY: 'memory limit of each agent container (runs\' tmpfs pages count against it)',
   FSBENCH_JOURNAL_VOLUME: "the agents' shared journal of host changes: a volume name, or a host path to share it with other compose projects",
   DOCKER_SOCKET: "with compose.sandbox.yaml: the engine's socket, given to the agents for container.* cells (which makes them root on this host)",

@@ -5,7 +5,9 @@
  * `tmpfs` must run in containers of their own. An agent on a "second machine" runs from
  * compose.agent.yaml alone, copied into an empty directory, against a stack with Redis's TLS
  * port; a recreated agent container stays the same machine. Each stack is torn down (`down -v`)
- * whatever happens, and the image built for these tests is removed after them. Works with
+ * whatever happens, and the image built for these tests is removed after them. The three stacks
+ * are projects of their own (networks, volumes, ports) that mostly wait on their containers: they
+ * run at the same time (`describe.concurrent`), the tests of each in order (`concurrent: false`). Works with
  * `docker compose` (v2) or Debian's `docker-compose` 1.29.
  *
  * Needs a running Docker engine and the base images (scripts/base-images.sh creates them where
@@ -352,14 +354,16 @@ function composeStack(name: string, files: readonly string[]) {
   };
 }
 
-describe('the stack from compose.yaml, end to end', () => {
+describe.concurrent('the stack from compose.yaml, end to end', () => {
   // The sandbox cells below need the opt-in Docker socket.
   const stack = composeStack('e2e', ['compose.yaml', 'compose.sandbox.yaml']);
   const { project, compose, api, runMatrix, teardown } = stack;
 
   beforeAll(async () => {
     try {
-      await stack.start();
+      // The killed replica's run is retried once its claim lapses: after 5 s rather than the
+      // default 30 s (compose passes FSBENCH_STALL_TIMEOUT to the agents).
+      await stack.start({ FSBENCH_STALL_TIMEOUT: '5s' });
       // Two agents, one scaled service: the second `up` adds a replica with other settings and
       // leaves the first alone. Different host ids let both take part in `placement: all`, and
       // different machine names tell their runs apart (by default both would be this host's name).
@@ -380,7 +384,7 @@ describe('the stack from compose.yaml, end to end', () => {
     expect(await stack.left()).toEqual([]);
   }, 240_000);
 
-  it("hands each reader of Redis's password its own copy, mode 0600, and keeps the agents healthy without a token", async () => {
+  it("hands each reader of Redis's password its own copy, mode 0600, and keeps the agents healthy without a token", { concurrent: false, timeout: 180_000 }, async () => {
     const { stdout } = await compose(['exec', '-T', 'redis', 'stat', '-c', '%n %a %u', '/run/fsbench-redis/password', '/run/fsbench-redis/coordinator.password']);
     expect(stdout.trim().split('\n')).toEqual(['/run/fsbench-redis/password 600 0', '/run/fsbench-redis/coordinator.password 600 10001']);
     // The readers are who the copies are for: one image, the coordinator unprivileged, the agents root.
@@ -395,14 +399,14 @@ describe('the stack from compose.yaml, end to end', () => {
       // Healthy through the health file alone (the first check runs at the interval, 10 s).
       await until(`agent ${a.Id.slice(0, 12)} healthy`, async () => (Inspect.parse(await container.inspect()).State.Health.Status === 'healthy' ? true : undefined), { ms: 90_000, everyMs: 1000 });
     }
-  }, 180_000);
+  });
 
-  it('brings up two agents with their labels', async () => {
+  it('brings up two agents with their labels', { concurrent: false }, async () => {
     const a = Agents.parse(await api('GET', '/v1/agents'));
     expect(a.agents.map((x) => x.labels).sort()).toEqual([['e2e-alpha'], ['e2e-beta']]);
   });
 
-  it('runs a placement-all matrix on both agents and serves every result', async () => {
+  it('runs a placement-all matrix on both agents and serves every result', { concurrent: false, timeout: 240_000 }, async () => {
     const runs = await runMatrix('name: e2e-all\nworkload: noop\nwarmup: 0\nrepetitions: 2\nparams:\n  value: [1, 2]\nplacement: all\n');
     expect(runs).toHaveLength(8);
     expect(runs.every((r) => r.state === 'ok')).toBe(true);
@@ -411,9 +415,9 @@ describe('the stack from compose.yaml, end to end', () => {
     // Each simulated host enrolled its own key itself, with the token the coordinator keeps in the enroll volume (rewritten after each use).
     const { keys } = z.object({ keys: z.array(z.object({ hostId: z.string(), state: z.string(), via: z.string().nullable() }).loose()) }).loose().parse(await api('GET', '/v1/agents'));
     expect(keys.map((k) => `${k.hostId} ${k.state} ${k.via ?? ''}`).sort()).toEqual(['e2e-alpha enrolled token', 'e2e-beta enrolled token']);
-  }, 240_000);
+  });
 
-  it('runs sandbox-mode cells on overlay and tmpfs in containers of their own, and removes them', async () => {
+  it('runs sandbox-mode cells on overlay and tmpfs in containers of their own, and removes them', { concurrent: false, timeout: 240_000 }, async () => {
     const runs = await runMatrix(
       [
         'name: e2e-sandbox',
@@ -434,9 +438,9 @@ describe('the stack from compose.yaml, end to end', () => {
     expect(runs.map((r) => r.params['container.storage']).sort()).toEqual(['overlay', 'tmpfs']);
     for (const r of runs) expect(r.info?.['sandboxImage']).toMatch(/^[0-9a-f]{12}$/);
     expect(await docker.listContainers({ all: true, filters: { label: [LABEL_RUN] } })).toEqual([]);
-  }, 240_000);
+  });
 
-  it('undoes the kernel limit of a replica killed mid-run and removed, through the shared journal, before its host runs again', async () => {
+  it('undoes the kernel limit of a replica killed mid-run and removed, through the shared journal, before its host runs again', { concurrent: false, timeout: 300_000 }, async () => {
     // A second replica of host e2e-beta, as `--scale` makes it: its own scratch, the one journal volume.
     await compose(['up', '-d', '--scale', 'agent=3', '--no-recreate'], { FSBENCH_LABELS: 'e2e-beta', FSBENCH_HOST_ID: 'e2e-beta', FSBENCH_MACHINE: 'e2e-beta' });
     const Live = z.object({
@@ -495,7 +499,7 @@ describe('the stack from compose.yaml, end to end', () => {
     // victim's owner lock is free, which is at its death: the survivor once the dead replica's host
     // lock lapses (5 heartbeats), or e2e-alpha's agent (this kernel, this journal volume) at its
     // next idle look, maybe before the removal above returns. The run itself comes back only after
-    // the stall timeout (30 s), on the survivor.
+    // the stall timeout (5 s here), on the survivor.
     await until('the limit restored', () => Promise.resolve(limit() === original ? true : undefined), { ms: 60_000, everyMs: 100 });
     const restoredMs = Date.now() - killedAt;
     const undone = `restored what a dead run left: undid ${SYSCTL} = ${original}`;
@@ -520,7 +524,7 @@ describe('the stack from compose.yaml, end to end', () => {
     // Redone by the other replica of the host, the same machine (named by FSBENCH_MACHINE, never by a container's id).
     expect(runs[0]?.machine).toBe('e2e-beta');
     expect(limit()).toBe(original);
-  }, 300_000);
+  });
 });
 
 /** A CA and a certificate for Redis naming `redis`, the name the second machine's agent reaches it by; in a directory the Redis container's user can read. */
@@ -544,7 +548,7 @@ const LiveAgents = z.object({
   keys: z.array(z.object({ hostId: z.string(), machine: z.string(), state: z.string(), via: z.string().nullable() }).loose()),
 });
 
-describe('a second machine from compose.agent.yaml alone, and a machine named across recreated containers', () => {
+describe.concurrent('a second machine from compose.agent.yaml alone, and a machine named across recreated containers', () => {
   // Machine A: the stack with Redis's TLS port, on loopback here (other machines would reach it on
   // the network). Its own agent runs without FSBENCH_MACHINE.
   const stack = composeStack('second', ['compose.yaml', 'compose.redis-tls.yaml']);
@@ -580,7 +584,7 @@ describe('a second machine from compose.agent.yaml alone, and a machine named ac
     expect(await docker.listContainers({ all: true, filters: { label: [`com.docker.compose.project=${second.project}`] } })).toEqual([]);
   }, 300_000);
 
-  it("names this machine's agent by the host's /etc/hostname, and keeps the name, its history and its key when the container is recreated", async () => {
+  it("names this machine's agent by the host's /etc/hostname, and keeps the name, its history and its key when the container is recreated", { concurrent: false, timeout: 600_000 }, async () => {
     expect(HOST_NAME).toBeDefined();
     const matrix = 'name: e2e-naming\nworkload: noop\nwarmup: 0\nrepetitions: 3\nparams:\n  value: [1, 2]\n';
     const before = await agentsNow();
@@ -614,9 +618,9 @@ describe('a second machine from compose.agent.yaml alone, and a machine named ac
     const keys = history.series.map((x) => `${x.metric} ${x.label}`);
     expect(new Set(keys).size).toBe(keys.length);
     for (const x of history.series) expect(x.points, `${x.metric} ${x.label}`).toHaveLength(2);
-  }, 600_000);
+  });
 
-  it('runs an agent from a copy of compose.agent.yaml in an empty directory, with the image and settings only, under the name it was given', async () => {
+  it('runs an agent from a copy of compose.agent.yaml in an empty directory, with the image and settings only, under the name it was given', { concurrent: false, timeout: 600_000 }, async () => {
     copyFileSync(path.join(PACKAGE_ROOT, 'compose.agent.yaml'), path.join(second.dir, 'compose.agent.yaml'));
     const { stdout: jobKey } = await compose(['exec', '-T', 'coordinator', 'cat', '/data/job-key.pub.pem']);
     const { tokens } = z.object({ tokens: z.array(z.string()).length(1) }).loose().parse(await api('POST', '/v1/agents/tokens', { json: { count: 1 } }));
@@ -660,10 +664,10 @@ describe('a second machine from compose.agent.yaml alone, and a machine named ac
     expect(runs.filter((r) => r.machine === 'e2e-second')).toHaveLength(4);
     expect(runs.filter((r) => r.machine === HOST_NAME)).toHaveLength(4);
     expect(runs).toHaveLength(8);
-  }, 600_000);
+  });
 });
 
-describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', () => {
+describe.concurrent('the stack with compose.sentinel.yaml, its primary killed mid-matrix', () => {
   const stack = composeStack('sentinel', ['compose.yaml', 'compose.sentinel.yaml']);
   const { compose, api } = stack;
   const RUNS = 200;
@@ -690,7 +694,7 @@ describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', 
     return stdout.split('\n')[0]?.trim() ?? '';
   };
 
-  it('has the sentinels promote the replica, and coordinator and agent carry on: every run stored once', async () => {
+  it('has the sentinels promote the replica, and coordinator and agent carry on: every run stored once', { concurrent: false, timeout: 300_000 }, async () => {
     expect(await primary()).toBe('redis');
     const client = stack.client();
     const id = await submit(client, { name: 'e2e-sentinel', workload: 'noop', repetitions: 1, warmup: 0, params: { value: Array.from({ length: RUNS }, (_, i) => i), sleep: '50ms' } });
@@ -727,5 +731,5 @@ describe('the stack with compose.sentinel.yaml, its primary killed mid-matrix', 
         downAfterMs: 5000,
       }),
     );
-  }, 300_000);
+  });
 });
