@@ -45,6 +45,8 @@ afterAll(async () => {
 interface Setup {
   readonly env: Record<string, string>;
   readonly dataDir: string;
+  /** The host ids whose key is enrolled, each under the machine name of its first agent. */
+  readonly enrolled: Set<string>;
 }
 
 async function setup(name: string): Promise<Setup> {
@@ -61,7 +63,7 @@ async function setup(name: string): Promise<Setup> {
     FSBENCH_STALL_TIMEOUT: '1s',
     FSBENCH_SCRATCH: await tempDir('scratch'),
   };
-  return { env, dataDir };
+  return { env, dataDir, enrolled: new Set() };
 }
 
 async function coordinator(s: Setup): Promise<{ proc: Proc; client: CoordinatorClient }> {
@@ -71,9 +73,14 @@ async function coordinator(s: Setup): Promise<{ proc: Proc; client: CoordinatorC
 }
 
 async function agent(s: Setup, machine: string, hostId = 'host-1', extra: Record<string, string> = {}): Promise<Proc> {
-  // One key per host, enrolled before the agent starts (its agents share it, as compose's replicas do).
+  // One key per host, enrolled once, before its first agent starts, under that agent's machine
+  // name (its agents share it, as compose's replicas do). Enrolling it again for a later agent
+  // would rename the machine of every run, at whatever moment the coordinator reads the approval.
   const stateDir = path.join(s.env['FSBENCH_SCRATCH'] ?? '', 'state', hostId);
-  await preEnroll(redis.url, s.env['FSBENCH_QUEUE_PREFIX'] ?? '', await readFile(path.join(s.dataDir, JOB_KEY_FILE), 'utf8'), stateDir, hostId, machine);
+  if (!s.enrolled.has(hostId)) {
+    await preEnroll(redis.url, s.env['FSBENCH_QUEUE_PREFIX'] ?? '', await readFile(path.join(s.dataDir, JOB_KEY_FILE), 'utf8'), stateDir, hostId, machine);
+    s.enrolled.add(hostId);
+  }
   const proc = fsbench(['agent'], { ...s.env, FSBENCH_MACHINE: machine, FSBENCH_HOST_ID: hostId, FSBENCH_STATE_DIR: stateDir, ...extra });
   await proc.waitFor(/waiting for runs/);
   return proc;
@@ -230,7 +237,7 @@ describe('an agent told to stop', () => {
 describe('a host whose agents are gone', () => {
   it('has its runs given up after FSBENCH_HOST_TIMEOUT, stored as failed saying why, and the matrix finishes', async () => {
     const s = await setup('host-gone');
-    const { client } = await coordinator({ env: { ...s.env, FSBENCH_HOST_TIMEOUT: '2s' }, dataDir: s.dataDir });
+    const { client } = await coordinator({ ...s, env: { ...s.env, FSBENCH_HOST_TIMEOUT: '2s' } });
     await agent(s, 'a1', 'host-1');
     const b1 = await agent(s, 'b1', 'host-2');
     const { id } = (await client.json('POST', '/v1/matrices', { ...noop('host-gone', 20, 1, 100), placement: 'all' })) as { id: string };
