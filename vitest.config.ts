@@ -3,8 +3,8 @@ import { defineConfig } from 'vitest/config';
 import { LANES, laneOf } from './tests/lanes.js';
 
 // Test files share one machine's kernel limits, loop devices, Docker engine and CPUs: `npm test`
-// runs them one at a time. `npm run test:lanes` (scripts/test-lanes.ts) runs them in lanes
-// (tests/lanes.ts), each lane one file at a time, FSBENCH_TEST_LANE naming the lane of a run.
+// (scripts/test-lanes.ts) runs them in lanes (tests/lanes.ts), each lane one file at a time,
+// FSBENCH_TEST_LANE naming the lane of a run; `npm run test:serial` runs them all one at a time.
 const lane = process.env['FSBENCH_TEST_LANE'];
 if (lane !== undefined && !(LANES as readonly string[]).includes(lane)) throw new Error(`FSBENCH_TEST_LANE is ${lane}: one of ${LANES.join(', ')}`);
 const files = readdirSync(new URL('./tests', import.meta.url)).filter((f) => f.endsWith('.test.ts'));

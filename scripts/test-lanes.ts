@@ -1,13 +1,14 @@
 /**
- * `npm run test:lanes`: the test files in their lanes (tests/lanes.ts). The host lane and the
+ * `npm test`: the test files in their lanes (tests/lanes.ts). The host lane and the
  * beside lane run at the same time, each one file at a time; then the alone lane, on a machine
  * nothing else of the suite uses. Each lane is a vitest run of its own (vitest.config.ts, with
  * FSBENCH_TEST_LANE); their lines are printed as they come, each behind its lane's name, and the
  * run ends with the one plain line CI reads, `N passed, N failed`, added up over the lanes.
  *
- * Arguments are handed to every lane's vitest (`npm run test:lanes -- --bail 1`). The browser code is
+ * Arguments are handed to every lane's vitest (`npm test -- --bail 1`). The browser code is
  * bundled once here, before the lanes, rather than by each lane at once into the same files, and
- * `eslint .` runs beside the first two lanes (its problems fail the run like a failed test).
+ * the checks that need no test, `eslint .` and the dashboard's type check, run beside the first
+ * two lanes (their problems fail the run like a failed test).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -22,6 +23,13 @@ import { bundleBrowserCode } from './bundle.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const VITEST = path.join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const ESLINT = path.join(ROOT, 'node_modules', 'eslint', 'bin', 'eslint.js');
+const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+
+/** The checks beside the lanes: a minute of one core that the tests would wait on otherwise. */
+const CHECKS: readonly { name: string; argv: readonly string[] }[] = [
+  { name: 'lint', argv: [ESLINT, '.'] },
+  { name: 'dashboard-types', argv: [TSC, '-p', 'dashboard'] },
+];
 
 /** What tests/summary-reporter.ts writes for a lane. */
 const Summary = z.object({ passed: z.number(), failed: z.number(), skipped: z.number(), outside: z.array(z.string()) });
@@ -82,17 +90,18 @@ async function main(): Promise<number> {
   // Files or filters named on the command line leave some lanes without a file: not a failure then.
   const args = process.argv.length > 2 ? [...process.argv.slice(2), '--passWithNoTests'] : [];
   await bundleBrowserCode();
-  // The lint runs beside the first lanes: a minute of one core that the tests wait on otherwise.
-  const [lint, ...results] = await Promise.all([runTagged('lint', [ESLINT, '.']), runLane('host', args), runLane('beside', args)]);
+  const checks = Promise.all(CHECKS.map((c) => runTagged(c.name, c.argv).then((code) => ({ ...c, code }))));
+  const results = await Promise.all([runLane('host', args), runLane('beside', args)]);
   results.push(await runLane('alone', args));
 
   let passed = 0;
   let failed = 0;
   let skipped = 0;
   const recap: string[] = [];
-  if (lint !== 0) {
+  for (const c of await checks) {
+    if (c.code === 0) continue;
     failed++;
-    recap.push(`eslint found problems (exit ${String(lint)}): see the [lint] lines`);
+    recap.push(`${c.name} found problems (exit ${String(c.code)}): see the [${c.name}] lines`);
   }
   for (const r of results) {
     process.stdout.write(`lane ${r.lane}: ${r.summary ? `${String(r.summary.passed)} passed, ${String(r.summary.failed)} failed` : 'no summary'}, ${r.seconds.toFixed(0)} s\n`);
@@ -122,7 +131,7 @@ main()
     process.exitCode = process.exitCode ?? code;
   })
   .catch((err: unknown) => {
-    process.stderr.write(`test:lanes: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`npm test: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   })
   .finally(() => {

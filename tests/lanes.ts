@@ -1,6 +1,6 @@
 /**
- * Which test files may run at the same time (`npm run test:lanes` runs them in lanes,
- * scripts/test-lanes.ts; `npm test` runs every file one at a time).
+ * Which test files may run at the same time (`npm test` runs them in lanes, scripts/test-lanes.ts;
+ * `npm run test:serial` runs every file one at a time).
  *
  * Most files change something of the whole machine: the kernel's inotify limits, loop devices and
  * mounts, the Docker engine's containers, or a measurement that needs the CPUs. Those run in the
@@ -26,6 +26,7 @@ export const BESIDE: readonly string[] = [
   'backup',
   'channel',
   'docs-commands',
+  'edge',
   'enrollment',
   'errors',
   'forgery',
@@ -36,6 +37,7 @@ export const BESIDE: readonly string[] = [
   'liveness',
   'machine-binding',
   'machine-name',
+  'openapi-conformance',
   'reads',
   'redis-acl',
   'redis-cluster',
@@ -48,6 +50,7 @@ export const BESIDE: readonly string[] = [
   'report-cache',
   'revocation',
   'rotation',
+  'schedule',
   'token-binding',
   'token-secrets',
   'watchdog',

@@ -1,6 +1,6 @@
 /**
  * The layer rules are real: files that close an import cycle, or that import a higher layer,
- * fail the project's own lint (eslint.config.js), the lint `npm test` runs before the tests. So
+ * fail the project's own lint (eslint.config.js), the lint `npm test` runs beside the tests. So
  * do the coordinator's rooms' rules: a module outside a room that imports anything of it but its
  * face (index.ts), a room that imports a room above it, and SQL outside the store. And the
  * modules stay a size one reads at a sitting.

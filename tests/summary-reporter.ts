@@ -9,7 +9,7 @@
  * above the line.
  *
  * When FSBENCH_TEST_SUMMARY names a file, the counts and those lines are written there too, as
- * JSON, for the runner of the test lanes (scripts/test-lanes.ts, `npm run test:lanes`) to add up into its own line.
+ * JSON, for the runner of the test lanes (scripts/test-lanes.ts, `npm test`) to add up into its own line.
  */
 import { writeFileSync } from 'node:fs';
 import type { Reporter, SerializedError, TestModule, TestRunEndReason, TestSuite } from 'vitest/node';
