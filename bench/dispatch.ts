@@ -182,15 +182,20 @@ async function fsbench(redisUrl: string, n: number, hosts: number, roundNo: numb
   const coord = child([CLI, 'coordinator'], env);
   const url = (await waitOutput(coord.output, /listening on (http:\/\/\S+);/))[1] ?? '';
   const client = new CoordinatorClient(url);
-  // Each agent enrolls its own key with a one-time token, as on a fleet.
-  const { tokens } = z.object({ tokens: z.array(z.string()) }).loose().parse(await client.json('POST', '/v1/agents/tokens', { count: 2 }));
-  const agents = [0, 1].map((i) =>
-    child([CLI, 'agent'], {
-      ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), FSBENCH_MACHINE: `agent${i}`, FSBENCH_STATE_DIR: path.join(dataDir, 'state', String(i)),
-      FSBENCH_ENROLL_TOKEN: tokens[i] ?? '', ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}),
-    }),
-  );
-  for (const a of agents) await waitOutput(a.output, /waiting for runs/);
+  // Each host's key is enrolled with a one-time token, as on a fleet. Two agents of one host share
+  // its key, as compose's replicas share their state volume: the first enrolls it, the second
+  // starts once it is enrolled (a second key for an enrolled host waits for an approval).
+  const { tokens } = z.object({ tokens: z.array(z.string()) }).loose().parse(await client.json('POST', '/v1/agents/tokens', { count: hosts > 1 ? 2 : 1 }));
+  const agents: ReturnType<typeof child>[] = [];
+  for (const i of [0, 1]) {
+    const host = hosts > 1 ? i : 0;
+    const agent = child([CLI, 'agent'], {
+      ...env, FSBENCH_JOB_KEY: path.join(dataDir, 'job-key.pub.pem'), FSBENCH_MACHINE: `agent${host}`, FSBENCH_STATE_DIR: path.join(dataDir, 'state', String(host)),
+      FSBENCH_ENROLL_TOKEN: tokens[host] ?? '', ...(hosts > 1 ? { FSBENCH_HOST_ID: `bench-host-${i}` } : {}),
+    });
+    agents.push(agent);
+    await waitOutput(agent.output, /waiting for runs/);
+  }
   const redisClient = connectRedis(redisUrl, 'bench-cpu');
   const redisCpuBefore = await redisCpuSeconds(redisClient);
   const cpuBefore = await Promise.all([coord, ...agents].map((p) => cpuSecondsOf(p.proc.pid)));
