@@ -89,9 +89,21 @@ export class JobVerifier {
     return verifyText(this.key, 'job', canonicalJson(job), signature);
   }
 
+  /**
+   * The last approval found valid, as its text and signature: an agent checks its own before every
+   * run, and it changes only when the key is approved again, rotated or revoked. A signature over
+   * the same text under the same key verifies the same way every time.
+   */
+  private lastApproval: string | undefined;
+
   /** An approval of an agent key (queue/enrollment.ts), which only the coordinator signs. */
   verifyApproval(value: unknown, signature: string): boolean {
-    return verifyText(this.key, 'approval', canonicalJson(value), signature);
+    const text = canonicalJson(value);
+    const seen = `${signature}\n${text}`;
+    if (seen === this.lastApproval) return true;
+    const valid = verifyText(this.key, 'approval', text, signature);
+    if (valid) this.lastApproval = seen;
+    return valid;
   }
 
   /** The coordinator's report key as it publishes it (queue/enrollment.ts). */

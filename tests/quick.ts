@@ -20,6 +20,7 @@ export const QUICK = [
   'reference',
   'report-notes',
   'semantics-matching',
+  'signing',
   'slices',
   'stats',
   'stats-inference',
