@@ -7,8 +7,8 @@
  * port; a recreated agent container stays the same machine. Each stack is torn down (`down -v`)
  * whatever happens, and the image built for these tests is removed after them. The three stacks
  * are projects of their own (networks, volumes, ports) that mostly wait on their containers: they
- * run at the same time (`describe.concurrent`), the tests of each in order (`concurrent: false`). Works with
- * `docker compose` (v2) or Debian's `docker-compose` 1.29.
+ * run at the same time (`describe.concurrent`), the tests of each in order (`concurrent: false`).
+ * Works with `docker compose` (v2) or Debian's `docker-compose` 1.29.
  *
  * Needs a running Docker engine and the base images (scripts/base-images.sh creates them where
  * no registry is reachable; this test runs it, and it returns at once when they exist).
